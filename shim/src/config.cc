@@ -1,0 +1,160 @@
+// config: see config.h.
+#include "config.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+
+namespace retain::shim {
+namespace {
+
+Config g_config;
+
+bool ParseUnsigned(const char* text, uint64_t* value) {
+  if (*text < '0' || *text > '9') return false;
+  uint64_t result = 0;
+  for (; *text >= '0' && *text <= '9'; ++text) {
+    uint64_t digit = static_cast<uint64_t>(*text - '0');
+    if (result > (UINT64_MAX - digit) / 10) return false;
+    result = result * 10 + digit;
+  }
+  if (*text != '\0') return false;
+  *value = result;
+  return true;
+}
+
+void LoadDir(Config* config) {
+  const char* dir = getenv("RETAIN_DIR");
+  if (dir == nullptr || *dir == '\0') dir = ".";
+  if (strlen(dir) >= sizeof(config->dir) - 64) {
+    LogWarning("RETAIN_DIR is longer than %zu bytes; using the working directory",
+               sizeof(config->dir) - 64);
+    dir = ".";
+  }
+  strcpy(config->dir, dir);
+}
+
+}  // namespace
+
+bool ParseByteSize(const char* text, uint64_t* bytes) {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  uint64_t number = 0;
+  const char* p = text;
+  for (; *p >= '0' && *p <= '9'; ++p) {
+    uint64_t digit = static_cast<uint64_t>(*p - '0');
+    if (number > (UINT64_MAX - digit) / 10) return false;
+    number = number * 10 + digit;
+  }
+  int shift = 0;
+  switch (*p) {
+    case '\0': break;
+    case 'k': case 'K': shift = 10; ++p; break;
+    case 'm': case 'M': shift = 20; ++p; break;
+    case 'g': case 'G': shift = 30; ++p; break;
+    case 't': case 'T': shift = 40; ++p; break;
+    case 'b': case 'B': break;
+    default: return false;
+  }
+  // Accept an optional "i" then an optional "B" after the unit.
+  if (shift != 0 && (*p == 'i' || *p == 'I')) ++p;
+  if (*p == 'b' || *p == 'B') ++p;
+  if (*p != '\0') return false;
+  if (shift != 0 && number > (UINT64_MAX >> shift)) return false;
+  *bytes = number << shift;
+  return true;
+}
+
+bool ParseSignal(const char* text, int* signal_number) {
+  if (text == nullptr) return false;
+  if (strcasecmp(text, "none") == 0 || strcmp(text, "0") == 0) {
+    *signal_number = 0;
+    return true;
+  }
+  if (strncasecmp(text, "SIG", 3) == 0) text += 3;
+  static const struct {
+    const char* name;
+    int number;
+  } kNames[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
+                {"WINCH", SIGWINCH}, {"URG", SIGURG}, {"PWR", SIGPWR}};
+  for (const auto& entry : kNames) {
+    if (strcasecmp(text, entry.name) == 0) {
+      *signal_number = entry.number;
+      return true;
+    }
+  }
+  uint64_t number = 0;
+  if (!ParseUnsigned(text, &number) || number < 1 || number > static_cast<uint64_t>(SIGRTMAX)) {
+    return false;
+  }
+  switch (number) {
+    // Signals that mean a crash or cannot be caught are not ours to take.
+    case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL:
+    case SIGABRT: case SIGTRAP: case SIGSYS:
+      return false;
+    default:
+      *signal_number = static_cast<int>(number);
+      return true;
+  }
+}
+
+void LoadConfig(Config* config) {
+  *config = Config{};
+  const char* log = getenv("RETAIN_LOG");
+  config->log = log != nullptr && (strcmp(log, "1") == 0 || strcasecmp(log, "on") == 0 ||
+                                   strcasecmp(log, "true") == 0 || strcasecmp(log, "yes") == 0);
+  if (log != nullptr && !config->log && strcmp(log, "0") != 0 && strcasecmp(log, "off") != 0 &&
+      strcasecmp(log, "false") != 0 && strcasecmp(log, "no") != 0 && *log != '\0') {
+    LogWarning("RETAIN_LOG='%.64s' is not 0 or 1; using 0", log);
+  }
+  SetDiagnosticsEnabled(config->log);
+
+  LoadDir(config);
+
+  config->snapshot_signal = SIGUSR2;
+  if (const char* text = getenv("RETAIN_SIGNAL"); text != nullptr && *text != '\0') {
+    if (!ParseSignal(text, &config->snapshot_signal)) {
+      LogWarning("RETAIN_SIGNAL='%.64s' is not none, USR1, USR2, HUP or a catchable signal number;"
+                 " using USR2", text);
+      config->snapshot_signal = SIGUSR2;
+    }
+  }
+
+  config->unwind = UnwindMode::kLibunwind;
+  if (const char* text = getenv("RETAIN_UNWIND"); text != nullptr && *text != '\0') {
+    if (strcasecmp(text, "fp") == 0 || strcasecmp(text, "frame-pointer") == 0) {
+      config->unwind = UnwindMode::kFramePointer;
+    } else if (strcasecmp(text, "libunwind") != 0) {
+      LogWarning("RETAIN_UNWIND='%.64s' is not libunwind or fp; using libunwind", text);
+    }
+  }
+
+  config->depth = kDefaultDepth;
+  if (const char* text = getenv("RETAIN_DEPTH"); text != nullptr && *text != '\0') {
+    uint64_t depth = 0;
+    if (!ParseUnsigned(text, &depth) || depth < 1 || depth > kMaxDepth) {
+      LogWarning("RETAIN_DEPTH='%.64s' is not a number in 1..%d; using %d", text, kMaxDepth,
+                 kDefaultDepth);
+    } else {
+      config->depth = static_cast<int>(depth);
+    }
+  }
+
+  config->max_memory = kDefaultMaxMemory;
+  if (const char* text = getenv("RETAIN_MAX_MEMORY"); text != nullptr && *text != '\0') {
+    uint64_t bytes = 0;
+    if (!ParseByteSize(text, &bytes) || (bytes != 0 && bytes < (uint64_t{1} << 20))) {
+      LogWarning("RETAIN_MAX_MEMORY='%.64s' is not a size of at least 1MiB (or 0 for no cap);"
+                 " using 2GiB", text);
+    } else {
+      config->max_memory = bytes;
+    }
+  }
+}
+
+const Config& GetConfig() { return g_config; }
+Config* MutableConfig() { return &g_config; }
+
+}  // namespace retain::shim

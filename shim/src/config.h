@@ -1,0 +1,50 @@
+// config: the shim's settings, read once from the environment.
+//
+// Parsing never allocates (getenv and fixed buffers) and never fails: a bad
+// value gets one warning line and the default. Read-only after
+// LoadConfig(); safe to read from any thread and from hooks.
+#ifndef RETAIN_SHIM_SRC_CONFIG_H_
+#define RETAIN_SHIM_SRC_CONFIG_H_
+
+#include <cstdint>
+
+namespace retain::shim {
+
+enum class UnwindMode { kLibunwind, kFramePointer };
+
+struct Config {
+  // RETAIN_DIR: where snapshots go. Default: the working directory.
+  char dir[1024];
+  // RETAIN_SIGNAL: signal number that asks for a snapshot; 0 = none.
+  int snapshot_signal;
+  // RETAIN_UNWIND: libunwind (default) or fp.
+  UnwindMode unwind;
+  // RETAIN_DEPTH: frames kept per stack, 1..kMaxDepth. Default 48.
+  int depth;
+  // RETAIN_MAX_MEMORY: cap on the shim's own memory, bytes; 0 = no cap.
+  uint64_t max_memory;
+  // RETAIN_LOG: diagnostics on stderr.
+  bool log;
+};
+
+inline constexpr int kMaxDepth = 256;
+inline constexpr int kDefaultDepth = 48;
+inline constexpr uint64_t kDefaultMaxMemory = uint64_t{2} << 30;
+
+// Fills `config` from the environment, warning about bad values.
+void LoadConfig(Config* config);
+
+// Parses "4096", "64K", "64KiB", "64MiB", "1G", "2GB"... (binary units).
+// Returns false on anything else. Exposed for tests.
+bool ParseByteSize(const char* text, uint64_t* bytes);
+// Parses "none", "USR1", "SIGUSR2", "HUP", "12"... Returns false on anything
+// else or a signal the shim must not take (KILL, STOP, SEGV, ...).
+bool ParseSignal(const char* text, int* signal_number);
+
+// The configuration in force (valid after the shim initialised).
+const Config& GetConfig();
+Config* MutableConfig();
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_CONFIG_H_

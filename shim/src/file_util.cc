@@ -1,0 +1,59 @@
+// file_util: see file_util.h.
+#include "file_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+namespace retain::shim {
+
+ssize_t ReadSmallFile(const char* path, char* buffer, size_t size) {
+  int saved = errno;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    errno = saved;
+    return -1;
+  }
+  size_t total = 0;
+  while (total + 1 < size) {
+    ssize_t n = read(fd, buffer + total, size - 1 - total);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    total += static_cast<size_t>(n);
+  }
+  buffer[total] = '\0';
+  close(fd);
+  errno = saved;
+  return static_cast<ssize_t>(total);
+}
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+unsigned long long ProcKilobytesField(const char* text, const char* key) {
+  size_t key_length = strlen(key);
+  for (const char* line = text; line != nullptr && *line != '\0';) {
+    if (strncmp(line, key, key_length) == 0 && line[key_length] == ':') {
+      const char* p = line + key_length + 1;
+      while (*p == ' ' || *p == '\t') ++p;
+      unsigned long long value = 0;
+      for (; *p >= '0' && *p <= '9'; ++p) value = value * 10 + static_cast<unsigned>(*p - '0');
+      return value * 1024;
+    }
+    line = strchr(line, '\n');
+    if (line != nullptr) ++line;
+  }
+  return 0;
+}
+
+}  // namespace retain::shim

@@ -1,0 +1,125 @@
+// live_table: every live allocation the shim recorded, keyed by address.
+//
+// Sharded by a hash of the address; each shard is an open-addressing table
+// (linear probing, backward-shift deletion, no tombstones) under its own
+// SpinLock, so threads allocating at different addresses rarely meet and no
+// lock is global. Slots live in arena pages (MapPages), never the host heap.
+// A shard grows by doubling; when the arena refuses, the insert is dropped
+// and counted (the table degrades, it never fails the host).
+//
+// Thread-safe. Never allocates from the host heap, never calls out while
+// holding a shard lock, never clobbers errno. Not async-signal-safe.
+#ifndef RETAIN_SHIM_SRC_LIVE_TABLE_H_
+#define RETAIN_SHIM_SRC_LIVE_TABLE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "kinds.h"
+#include "spin_lock.h"
+
+namespace retain::shim {
+
+struct LiveRecord {
+  uintptr_t address;  // 0 marks an empty slot
+  uint64_t size;
+  uint64_t birth_sequence;
+  uint64_t birth_time_us;
+  uint32_t stack_id;
+  uint32_t thread_id;
+  uint32_t tag_id;
+  Kind kind;
+  uint8_t reserved[3];
+};
+
+class LiveTable {
+ public:
+  static constexpr int kShardBits = 6;
+  static constexpr int kShardCount = 1 << kShardBits;
+
+  // Inserts `record` (address != 0) and counts it as allocated. Its
+  // birth_sequence is taken from `birth_counter` under the shard lock, so a
+  // snapshot that reads the counter first and copies shards after sees every
+  // record numbered below what it read. An existing record at the same
+  // address (a free the shim never saw) is replaced and counted as freed.
+  // Returns false when the record was dropped for lack of memory (still
+  // counted as allocated).
+  bool Insert(LiveRecord record, std::atomic<uint64_t>& birth_counter);
+
+  // Removes the record at `address` and counts it as freed. Returns false
+  // (and counts nothing) when there is none.
+  bool Remove(uintptr_t address);
+
+  // Removes the record at `address` without counting it, copying it to
+  // `*out`: for realloc, which must free the old record before the real call
+  // and may have to put it back (Restore) when that call fails.
+  bool Take(uintptr_t address, LiveRecord* out);
+  void Restore(const LiveRecord& record);  // undoes Take
+  void CountFreed(const LiveRecord& record);  // completes Take
+
+  // Calls `visit(records, count)` once per shard with a consistent copy of
+  // that shard's records, made under its lock into `scratch` (the caller's
+  // buffer of `scratch_capacity` records, sized from MaxShardCount()). A
+  // shard that grew past the buffer meanwhile is copied up to its size;
+  // returns how many records did not fit.
+  template <typename Visit>
+  uint64_t ForEachShard(LiveRecord* scratch, size_t scratch_capacity, Visit visit);
+
+  // Largest record count of any shard (to size the scratch buffer).
+  size_t MaxShardCount();
+
+  // Sums the per-kind counters of all shards into counters[kKindCount].
+  void SumCounters(KindCounters* counters);
+
+  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+
+  // fork(): prepare takes every shard lock; parent releases; child resets.
+  void LockAllForFork();
+  void UnlockAllForFork();
+  void ResetLocksInChild();
+
+ private:
+  struct alignas(64) Shard {
+    SpinLock lock;
+    uint32_t capacity;  // power of two, 0 before the first insert
+    uint32_t count;
+    LiveRecord* slots;
+    KindCounters counters[kKindCount];
+  };
+
+  static uint64_t Hash(uintptr_t address);
+  Shard& ShardFor(uint64_t hash) { return shards_[hash >> (64 - kShardBits)]; }
+  static bool Grow(Shard& shard);
+  static LiveRecord* Find(Shard& shard, uint64_t hash, uintptr_t address);
+  static void EraseSlot(Shard& shard, LiveRecord* slot);
+  static void PlaceNew(Shard& shard, uint64_t hash, const LiveRecord& record);
+
+  Shard shards_[kShardCount];
+  std::atomic<uint64_t> dropped_;
+};
+
+template <typename Visit>
+uint64_t LiveTable::ForEachShard(LiveRecord* scratch, size_t scratch_capacity, Visit visit) {
+  uint64_t missed = 0;
+  for (Shard& shard : shards_) {
+    size_t copied = 0;
+    {
+      SpinLockHolder hold(shard.lock);
+      for (uint32_t i = 0; i < shard.capacity; ++i) {
+        if (shard.slots[i].address == 0) continue;
+        if (copied == scratch_capacity) {
+          ++missed;
+          continue;
+        }
+        scratch[copied++] = shard.slots[i];
+      }
+    }
+    visit(scratch, copied);
+  }
+  return missed;
+}
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_LIVE_TABLE_H_

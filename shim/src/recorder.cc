@@ -1,0 +1,98 @@
+// recorder: see recorder.h.
+#include "recorder.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+
+#include <atomic>
+
+#include "process_info.h"
+#include "stack_capture.h"
+#include "thread_state.h"
+
+namespace retain::shim {
+namespace {
+
+LiveTable g_heap;
+std::atomic<uint64_t> g_birth_sequence{1};
+std::atomic<uint64_t> g_unknown_frees;
+std::atomic<uint64_t> g_reentries;
+
+// Page-aligned length as the kernel sees a mapping.
+size_t PageRound(size_t length) { return (length + 4095) & ~size_t{4095}; }
+
+}  // namespace
+
+LiveTable& HeapTable() { return g_heap; }
+
+uint64_t NextBirthSequence() { return g_birth_sequence.load(std::memory_order_acquire); }
+void CountReentry() { g_reentries.fetch_add(1, std::memory_order_relaxed); }
+uint64_t ReentriesSkipped() { return g_reentries.load(std::memory_order_relaxed); }
+uint64_t UnknownFrees() { return g_unknown_frees.load(std::memory_order_relaxed); }
+
+uint32_t CaptureForRecord() {
+  int saved = errno;
+  uint32_t id = CaptureStackId();
+  errno = saved;
+  return id;
+}
+
+void RecordHeapAlloc(void* pointer, size_t size) {
+  int saved = errno;
+  LiveRecord record{};
+  record.address = reinterpret_cast<uintptr_t>(pointer);
+  record.size = size;
+  record.kind = Kind::kHeap;
+  record.stack_id = CaptureStackId();
+  record.thread_id = CurrentThreadId();
+  record.birth_time_us = MicrosSinceStart();
+  g_heap.Insert(record, g_birth_sequence);
+  errno = saved;
+}
+
+void RecordHeapFree(void* pointer) {
+  if (!g_heap.Remove(reinterpret_cast<uintptr_t>(pointer))) {
+    g_unknown_frees.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+bool TakeHeapRecord(void* pointer, LiveRecord* out) {
+  if (g_heap.Take(reinterpret_cast<uintptr_t>(pointer), out)) return true;
+  g_unknown_frees.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void RestoreHeapRecord(const LiveRecord& record) { g_heap.Restore(record); }
+void CompleteHeapRecordFree(const LiveRecord& record) { g_heap.CountFreed(record); }
+
+void RecordMapping(void* address, size_t length, int prot, int flags, int fd, uint32_t stack_id) {
+  MapRecord record{};
+  record.start = reinterpret_cast<uintptr_t>(address);
+  record.end = record.start + PageRound(length);
+  record.kind = (flags & MAP_ANONYMOUS) != 0 || fd < 0 ? Kind::kMmapAnon : Kind::kMmapFile;
+  record.flags = static_cast<uint64_t>(static_cast<uint32_t>(prot)) |
+                 (static_cast<uint64_t>(static_cast<uint32_t>(flags)) << 8);
+  record.stack_id = stack_id;
+  record.thread_id = CurrentThreadId();
+  record.birth_time_us = MicrosSinceStart();
+  // Under the mappings lock, like the heap's under its shard lock.
+  record.birth_sequence = g_birth_sequence.fetch_add(1, std::memory_order_relaxed);
+  ProgramMappings().Insert(record);
+}
+
+void RecordUnmapping(void* address, size_t length) {
+  auto start = reinterpret_cast<uintptr_t>(address);
+  if (!ProgramMappings().RemoveRange(start, start + PageRound(length))) {
+    ProgramMappings().CountUnknownUnmap();
+  }
+}
+
+void SumAllCounters(KindCounters* counters) {
+  g_heap.SumCounters(counters);
+  MmapTable& mappings = ProgramMappings();
+  mappings.Lock();
+  for (int k = 0; k < kKindCount; ++k) counters[k].Add(mappings.counters(k));
+  mappings.Unlock();
+}
+
+}  // namespace retain::shim

@@ -1,0 +1,53 @@
+// recorder: what a hook calls after the real function succeeded. Turns an
+// allocation event into a record (stack, birth sequence, time, thread) in
+// the live table or the mmap table, and a release into its removal.
+//
+// Every function here requires the calling thread's re-entry guard
+// (g_thread.busy) to be held, preserves errno, never allocates from the host
+// heap, never blocks except on the shim's own short locks, never throws.
+#ifndef RETAIN_SHIM_SRC_RECORDER_H_
+#define RETAIN_SHIM_SRC_RECORDER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kinds.h"
+#include "live_table.h"
+#include "mmap_table.h"
+
+namespace retain::shim {
+
+// Heap (malloc family).
+void RecordHeapAlloc(void* pointer, size_t size);
+// Call before the real free. Counts an unknown free when not recorded.
+void RecordHeapFree(void* pointer);
+// realloc support: see LiveTable::Take/Restore/CountFreed.
+bool TakeHeapRecord(void* pointer, LiveRecord* out);
+void RestoreHeapRecord(const LiveRecord& record);
+void CompleteHeapRecordFree(const LiveRecord& record);
+
+// Mappings. The caller holds ProgramMappings().Lock() across the real call
+// and these; `stack_id` was captured before taking that lock.
+void RecordMapping(void* address, size_t length, int prot, int flags, int fd, uint32_t stack_id);
+void RecordUnmapping(void* address, size_t length);
+
+// Captures the current stack for a record (0 when unavailable).
+uint32_t CaptureForRecord();
+
+// The live heap records.
+LiveTable& HeapTable();
+
+// Hook calls passed through because the thread was already inside the shim.
+void CountReentry();
+uint64_t ReentriesSkipped();
+
+// The next birth sequence number not yet given out.
+uint64_t NextBirthSequence();
+uint64_t UnknownFrees();
+
+// Sums counters of every table into counters[kKindCount].
+void SumAllCounters(KindCounters* counters);
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_RECORDER_H_

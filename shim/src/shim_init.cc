@@ -1,0 +1,109 @@
+// shim_init: the shim's start (InitializeShim, the constructor), its end
+// (the exit snapshot) and its fork handlers.
+#include <pthread.h>
+
+#include "arena.h"
+#include "config.h"
+#include "hook_table.h"
+#include "log.h"
+#include "module_table.h"
+#include "process_info.h"
+#include "recorder.h"
+#include "shim_state.h"
+#include "snapshot_triggers.h"
+#include "snapshot_writer.h"
+#include "spin_lock.h"
+#include "stack_capture.h"
+#include "stack_table.h"
+#include "thread_state.h"
+
+namespace retain::shim {
+
+std::atomic<bool> g_shim_ready;
+
+namespace {
+
+SpinLock g_init_lock;
+bool g_config_loaded;  // guarded by g_init_lock
+
+// fork() handlers. Prepare takes every lock of the shim, in the order the
+// shim itself nests them, so no other thread is mid-update when the child's
+// copy of memory is made; the child then resets the locks (their holder, this
+// thread, is the only one that exists there) and keeps recording.
+void ForkPrepare() {
+  ++g_thread.busy;
+  SnapshotWriterLockForFork();
+  ModuleTableLockForFork();
+  ProgramMappings().Lock();
+  StackTableLockForFork();
+  HeapTable().LockAllForFork();
+  ArenaLockForFork();
+}
+
+void ForkParent() {
+  ArenaUnlockForFork();
+  HeapTable().UnlockAllForFork();
+  StackTableUnlockForFork();
+  ProgramMappings().Unlock();
+  ModuleTableUnlockForFork();
+  SnapshotWriterUnlockForFork();
+  --g_thread.busy;
+}
+
+void ForkChild() {
+  ArenaResetInChild();
+  HeapTable().ResetLocksInChild();
+  StackTableResetInChild();
+  ProgramMappings().ResetLockInChild();
+  ModuleTableResetInChild();
+  SnapshotWriterResetInChild();
+  g_thread.tid = 0;
+  ResetProcessInfoInChild();
+  SnapshotTriggersResetInChild();
+  --g_thread.busy;
+}
+
+__attribute__((constructor)) void ShimConstructor() {
+  BusyScope busy;  // the shim's own start-up allocations are not the host's
+  if (!InitializeShim()) return;
+  if (!LoadUnwinder() && GetConfig().unwind == UnwindMode::kLibunwind) {
+    LogWarning("cannot load libunwind.so.8; stacks come from frame pointers only");
+  }
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  InstallSnapshotTriggers();
+}
+
+__attribute__((destructor)) void ShimDestructor() {
+  if (ShimReady()) WriteExitSnapshot();
+}
+
+}  // namespace
+
+bool InitializeShim() {
+  if (ShimReady()) return true;
+  if (g_thread.resolving) return false;
+  if (!ResolveRealFunctions()) return false;
+  SpinLockHolder hold(g_init_lock);
+  if (!g_config_loaded) {
+    g_config_loaded = true;
+    ++g_thread.busy;
+    LoadConfig(MutableConfig());
+    SetArenaCap(GetConfig().max_memory);
+    InitProcessInfo();
+    RefreshModules();  // the shim's own code range, for dropping its frames
+    --g_thread.busy;
+    g_shim_ready.store(true, std::memory_order_release);
+  }
+  return true;
+}
+
+}  // namespace retain::shim
+
+// The public API (shim/include/retain/retain.h).
+#include "retain/retain.h"
+
+extern "C" __attribute__((visibility("default"))) int retain_snapshot(const char* label) {
+  using namespace retain::shim;
+  if (!ShimReady() || g_thread.busy) return -1;
+  return WriteSnapshot(Trigger::kApi, label, nullptr, 0) ? 0 : -1;
+}

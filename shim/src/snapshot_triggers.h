@@ -1,0 +1,41 @@
+// snapshot_triggers: the ways a snapshot gets asked for, other than the
+// control endpoint: RETAIN_SIGNAL, process exit, and retain_snapshot().
+//
+// A signal handler cannot write a snapshot (the writer takes locks and the
+// loader lock), so it only counts the request and posts a semaphore
+// (async-signal-safe); the shim's service thread, named "retain", wakes and
+// writes. That thread starts lazily, from the first recorded allocation
+// after the shim's constructor ran; a request that arrives before it exists
+// is written when it starts, or at exit at the latest.
+#ifndef RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_
+#define RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_
+
+#include <atomic>
+
+namespace retain::shim {
+
+// From the constructor: installs the signal handler (unless the signal is
+// ignored or already handled, which the host decided) and allows the
+// service thread to start.
+void InstallSnapshotTriggers();
+
+// From a hook (guard held): starts the service thread if it is wanted and
+// not running. Cheap when it is running: one relaxed load.
+extern std::atomic<bool> g_service_thread_wanted;
+void StartServiceThread();
+inline void MaybeStartServiceThread() {
+  if (__builtin_expect(g_service_thread_wanted.load(std::memory_order_relaxed), 0)) {
+    StartServiceThread();
+  }
+}
+
+// From the library destructor (process exit): writes pending signal
+// snapshots, then the exit snapshot.
+void WriteExitSnapshot();
+
+// fork(): the child has no service thread; it starts its own when needed.
+void SnapshotTriggersResetInChild();
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_

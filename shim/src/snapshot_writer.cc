@@ -1,0 +1,433 @@
+// snapshot_writer: see snapshot_writer.h. Field numbers below are those of
+// proto/retain.proto; the wire-format test parses this output with the
+// generated classes and checks every field.
+#include "snapshot_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "arena.h"
+#include "config.h"
+#include "file_util.h"
+#include "hook_table.h"
+#include "log.h"
+#include "module_table.h"
+#include "process_info.h"
+#include "recorder.h"
+#include "stack_capture.h"
+#include "stack_table.h"
+#include "thread_state.h"
+#include "wire_encoder.h"
+
+namespace retain::shim {
+namespace {
+
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kBlockRows = 4096;
+constexpr size_t kFlushBytes = size_t{1} << 20;
+
+pthread_mutex_t g_write_mutex = PTHREAD_MUTEX_INITIALIZER;
+uint32_t g_sequence;           // guarded by g_write_mutex
+uint64_t g_previous_write_us;  // guarded by g_write_mutex
+
+// One row of an AllocationBlock, whatever table it came from.
+struct Row {
+  uint64_t address;
+  uint64_t size;
+  uint64_t birth_sequence;
+  uint64_t birth_time_us;
+  uint64_t flags;
+  uint32_t stack_id;
+  uint32_t thread_id;
+  uint32_t tag_id;
+  Kind kind;
+};
+
+// A set of stack ids that grows as needed (arena pages).
+class IdSet {
+ public:
+  ~IdSet() { UnmapPages(bits_, bytes_); }
+  bool Add(uint32_t id) {
+    if (id / 8 >= bytes_ && !Grow(id / 8 + 1)) return false;
+    bits_[id / 8] |= static_cast<uint8_t>(1u << (id % 8));
+    return true;
+  }
+  bool Contains(uint32_t id) const { return id / 8 < bytes_ && (bits_[id / 8] >> (id % 8)) & 1; }
+  size_t limit() const { return bytes_ * 8; }
+
+ private:
+  bool Grow(size_t needed) {
+    size_t bytes = bytes_ == 0 ? 65536 : bytes_ * 2;
+    while (bytes < needed) bytes *= 2;
+    auto* bits = static_cast<uint8_t*>(MapPages(bytes));
+    if (bits == nullptr) return false;
+    if (bytes_ > 0) memcpy(bits, bits_, bytes_);
+    UnmapPages(bits_, bytes_);
+    bits_ = bits;
+    bytes_ = bytes;
+    return true;
+  }
+  uint8_t* bits_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Encodes rows into AllocationBlock messages, kBlockRows at a time.
+class BlockEncoder {
+ public:
+  BlockEncoder(ProtoBuffer& out, IdSet& stacks) : out_(out), stacks_(stacks) {}
+
+  void Add(const Row& row) {
+    address_.Varint(count_ == 0 ? row.address : row.address - previous_address_);
+    previous_address_ = row.address;
+    size_.Varint(row.size);
+    kind_.Varint(static_cast<uint64_t>(row.kind));
+    stack_.Varint(row.stack_id);
+    sequence_.Varint(row.birth_sequence);
+    time_.Varint(row.birth_time_us);
+    thread_.Varint(row.thread_id);
+    tag_.Varint(row.tag_id);
+    flags_.Varint(row.flags);
+    any_tag_ |= row.tag_id != 0;
+    any_flags_ |= row.flags != 0;
+    if (row.stack_id != 0) stacks_.Add(row.stack_id);
+    if (++count_ == kBlockRows) Flush();
+  }
+
+  // Rows should arrive in address order, so the address deltas stay small;
+  // the deltas wrap modulo 2^64 where they do not (between shards).
+  void Flush() {
+    if (count_ == 0) return;
+    block_.Clear();
+    block_.PackedField(1, address_);
+    block_.PackedField(2, size_);
+    block_.PackedField(3, kind_);
+    block_.PackedField(4, stack_);
+    block_.PackedField(5, sequence_);
+    block_.PackedField(6, time_);
+    block_.PackedField(7, thread_);
+    if (any_tag_) block_.PackedField(8, tag_);
+    if (any_flags_) block_.PackedField(9, flags_);
+    out_.MessageField(5, block_);
+    for (ProtoBuffer* column : {&address_, &size_, &kind_, &stack_, &sequence_, &time_, &thread_,
+                                &tag_, &flags_}) {
+      if (column->failed()) failed_ = true;
+      column->Clear();
+    }
+    if (block_.failed()) failed_ = true;
+    count_ = 0;
+    any_tag_ = any_flags_ = false;
+  }
+
+  bool failed() const { return failed_; }
+
+ private:
+  ProtoBuffer& out_;
+  IdSet& stacks_;
+  ProtoBuffer block_, address_, size_, kind_, stack_, sequence_, time_, thread_, tag_, flags_;
+  size_t count_ = 0;
+  uint64_t previous_address_ = 0;
+  bool any_tag_ = false;
+  bool any_flags_ = false;
+  bool failed_ = false;
+};
+
+// Streams the top-level buffer to the file in large pieces.
+class Output {
+ public:
+  explicit Output(int fd) : fd_(fd) {}
+  ProtoBuffer& buffer() { return buffer_; }
+  bool MaybeFlush() { return buffer_.size() < kFlushBytes || Flush(); }
+  bool Flush() {
+    if (buffer_.failed()) return false;
+    if (!WriteAll(fd_, buffer_.data(), buffer_.size())) return false;
+    buffer_.Clear();
+    return true;
+  }
+
+ private:
+  int fd_;
+  ProtoBuffer buffer_;
+};
+
+void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t sequence,
+                  uint64_t next_birth_sequence) {
+  ProtoBuffer header;
+  header.UintField(1, kFormatVersion);
+  header.UintField(2, Pid());
+  header.UintField(3, static_cast<uint64_t>(getppid()));
+  header.UintField(4, ProcessStartTicks());
+  header.StringField(5, ExePath());
+  if (const ModuleEntry* main = MainModule()) header.BytesField(6, main->build_id, main->build_id_size);
+  // argv, from /proc/self/cmdline (NUL-separated).
+  constexpr size_t kCmdlineMax = 128 * 1024;
+  if (auto* cmdline = static_cast<char*>(MapPages(kCmdlineMax))) {
+    ssize_t length = ReadSmallFile("/proc/self/cmdline", cmdline, kCmdlineMax);
+    for (ssize_t start = 0; start < length;) {
+      size_t arg_length = strlen(cmdline + start);
+      header.RepeatedStringField(7, cmdline + start, arg_length);
+      start += static_cast<ssize_t>(arg_length) + 1;
+    }
+    UnmapPages(cmdline, kCmdlineMax);
+  }
+  header.UintField(8, NowUnixNs());
+  header.UintField(9, PreciseMicrosSinceStart());
+  header.UintField(10, sequence);
+  header.UintField(11, static_cast<uint32_t>(trigger));
+  if (label != nullptr) header.BytesField(12, label, strnlen(label, 127));
+  header.UintField(13, next_birth_sequence);
+  const Config& config = GetConfig();
+  header.UintField(14, config.unwind == UnwindMode::kFramePointer ? 2 : 1);
+  header.UintField(15, static_cast<uint64_t>(config.depth));
+  header.UintField(16, ForkedFromPid());
+  header.UintField(17, ShimStartUnixNs());
+  out.MessageField(1, header);
+}
+
+void EncodeMemory(ProtoBuffer& out) {
+  char text[8192];
+  ProtoBuffer memory;
+  if (ReadSmallFile("/proc/self/status", text, sizeof(text)) > 0) {
+    memory.UintField(1, ProcKilobytesField(text, "VmSize"));
+    memory.UintField(2, ProcKilobytesField(text, "VmRSS"));
+    memory.UintField(3, ProcKilobytesField(text, "VmHWM"));
+    memory.UintField(4, ProcKilobytesField(text, "RssAnon"));
+    memory.UintField(5, ProcKilobytesField(text, "RssFile"));
+    memory.UintField(6, ProcKilobytesField(text, "RssShmem"));
+    memory.UintField(7, ProcKilobytesField(text, "VmSwap"));
+  }
+  if (ReadSmallFile("/proc/self/smaps_rollup", text, sizeof(text)) > 0) {
+    memory.UintField(8, ProcKilobytesField(text, "Pss"));
+    memory.UintField(9, ProcKilobytesField(text, "Pss_Anon"));
+    memory.UintField(10, ProcKilobytesField(text, "Pss_File"));
+    memory.UintField(11, ProcKilobytesField(text, "Anonymous"));
+  }
+  // The calling thread is busy: mallinfo2's own locking cannot re-enter us.
+  struct mallinfo2 info = mallinfo2();
+  memory.UintField(12, info.uordblks + info.hblkhd);
+  memory.UintField(13, info.fordblks);
+  memory.UintField(14, info.hblkhd);
+  memory.UintField(15, info.arena);
+  memory.UintField(16, info.keepcost);
+  memory.BoolField(17, true);
+  out.MessageField(2, memory);
+}
+
+void EncodeModules(ProtoBuffer& out) {
+  ProtoBuffer module;
+  ProtoBuffer segment;
+  ForEachModule([&](const ModuleEntry& entry) {
+    module.Clear();
+    module.UintField(1, entry.id);
+    module.StringField(2, entry.path);
+    module.BytesField(3, entry.build_id, entry.build_id_size);
+    module.UintField(4, entry.load_bias);
+    for (uint32_t i = 0; i < entry.segment_count; ++i) {
+      segment.Clear();
+      segment.UintField(1, entry.segments[i].start);
+      segment.UintField(2, entry.segments[i].end);
+      segment.UintField(3, entry.segments[i].file_offset);
+      module.MessageField(5, segment);
+    }
+    module.BoolField(6, entry.unloaded);
+    out.MessageField(3, module);
+  });
+}
+
+// Heap records, shard by shard, each shard sorted by address. Blocks span
+// shards: one small block per shard would cost more than the rare wrapped
+// delta between them.
+bool EncodeHeap(Output& output, BlockEncoder& blocks) {
+  LiveTable& table = HeapTable();
+  size_t capacity = table.MaxShardCount() * 5 / 4 + 1024;
+  auto* scratch = static_cast<LiveRecord*>(MapPages(sizeof(LiveRecord) * capacity));
+  if (scratch == nullptr) return false;
+  bool ok = true;
+  table.ForEachShard(scratch, capacity, [&](LiveRecord* records, size_t count) {
+    std::sort(records, records + count,
+              [](const LiveRecord& a, const LiveRecord& b) { return a.address < b.address; });
+    for (size_t i = 0; i < count; ++i) {
+      const LiveRecord& r = records[i];
+      blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, 0, r.stack_id,
+                     r.thread_id, r.tag_id, r.kind});
+    }
+    ok = ok && !blocks.failed() && output.MaybeFlush();
+  });
+  UnmapPages(scratch, sizeof(LiveRecord) * capacity);
+  return ok;
+}
+
+bool EncodeMappings(Output& output, BlockEncoder& blocks) {
+  MmapTable& table = ProgramMappings();
+  table.Lock();
+  size_t capacity = table.size() + 1;
+  table.Unlock();
+  auto* scratch = static_cast<MapRecord*>(MapPages(sizeof(MapRecord) * capacity));
+  if (scratch == nullptr) return false;
+  table.Lock();
+  size_t count = table.Copy(scratch, capacity);
+  table.Unlock();
+  for (size_t i = 0; i < count; ++i) {  // already in address order
+    const MapRecord& r = scratch[i];
+    blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags,
+                   r.stack_id, r.thread_id, r.tag_id, r.kind});
+  }
+  blocks.Flush();
+  UnmapPages(scratch, sizeof(MapRecord) * capacity);
+  return !blocks.failed() && output.MaybeFlush();
+}
+
+bool EncodeStacks(Output& output, const IdSet& referenced) {
+  ProtoBuffer stack;
+  ProtoBuffer frames;
+  uint32_t count = StackCount();
+  for (uint32_t id = 1; id <= count; ++id) {
+    if (!referenced.Contains(id)) continue;
+    const StackEntry* entry = FindStackById(id);
+    if (entry == nullptr) continue;
+    stack.Clear();
+    frames.Clear();
+    for (int i = 0; i < entry->depth; ++i) frames.Varint(entry->frames[i]);
+    stack.UintField(1, id);
+    stack.PackedField(2, frames);
+    stack.BoolField(3, entry->truncated != 0);
+    output.buffer().MessageField(4, stack);
+    if (!output.MaybeFlush()) return false;
+  }
+  return true;
+}
+
+void EncodeTotals(ProtoBuffer& out) {
+  KindCounters counters[kKindCount] = {};
+  SumAllCounters(counters);
+  ProtoBuffer totals;
+  for (int k = 0; k < kKindCount; ++k) {
+    const KindCounters& c = counters[k];
+    if (c.allocated_count == 0 && c.live_count == 0 && c.freed_count == 0) continue;
+    totals.Clear();
+    totals.UintField(1, static_cast<uint64_t>(kAllKinds[k]));
+    totals.UintField(2, c.live_bytes);
+    totals.UintField(3, c.live_count);
+    totals.UintField(4, c.allocated_bytes);
+    totals.UintField(5, c.allocated_count);
+    totals.UintField(6, c.freed_bytes);
+    totals.UintField(7, c.freed_count);
+    out.MessageField(6, totals);
+  }
+}
+
+void EncodeHealth(ProtoBuffer& out) {
+  MmapTable& mappings = ProgramMappings();
+  mappings.Lock();
+  uint64_t mmap_dropped = mappings.dropped();
+  uint64_t unknown_unmaps = mappings.unknown_unmaps();
+  mappings.Unlock();
+  ProtoBuffer health;
+  health.UintField(1, ArenaBytes());
+  health.UintField(2, ArenaCap());
+  uint64_t dropped = HeapTable().dropped() + mmap_dropped;
+  health.BoolField(3, ArenaExhausted() || dropped > 0);
+  health.UintField(4, dropped);
+  health.UintField(5, UnwindFailures());
+  health.UintField(6, ReentriesSkipped());
+  health.UintField(7, UnknownFrees() + unknown_unmaps);
+  health.UintField(8, BootstrapBytes());
+  health.UintField(9, StackCount());
+  health.UintField(10, FramePointerFallbacks());
+  health.UintField(11, g_previous_write_us);
+  out.MessageField(8, health);
+}
+
+bool EnsureDirectory(const char* dir) {
+  struct stat st;
+  if (stat(dir, &st) == 0) return S_ISDIR(st.st_mode);
+  return mkdir(dir, 0700) == 0 || errno == EEXIST;
+}
+
+bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path_size) {
+  const Config& config = GetConfig();
+  uint32_t sequence = ++g_sequence;
+  char path[sizeof(config.dir) + 128];
+  char temp_path[sizeof(path) + 16];
+  snprintf(path, sizeof(path), "%s/%s.%u.%u.pb", config.dir, ExeBaseName(), Pid(), sequence);
+  snprintf(temp_path, sizeof(temp_path), "%s/.%s.%u.%u.pb.tmp", config.dir, ExeBaseName(), Pid(),
+           sequence);
+  if (!EnsureDirectory(config.dir)) {
+    LogWarning("cannot write snapshots: RETAIN_DIR '%s' is not a directory (%s)", config.dir,
+               strerror(errno));
+    return false;
+  }
+  int fd = open(temp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    LogWarning("cannot create %s: %s", temp_path, strerror(errno));
+    return false;
+  }
+  uint64_t started_us = PreciseMicrosSinceStart();
+  RefreshModules();
+  // Read before any table is copied: every record numbered below this is in
+  // the tables we are about to copy (see LiveTable::Insert).
+  uint64_t next_birth_sequence = NextBirthSequence();
+
+  bool ok;
+  {
+    Output output(fd);
+    IdSet referenced;
+    EncodeHeader(output.buffer(), trigger, label, sequence, next_birth_sequence);
+    EncodeMemory(output.buffer());
+    EncodeModules(output.buffer());
+    ok = output.Flush();
+    {
+      BlockEncoder blocks(output.buffer(), referenced);
+      ok = ok && EncodeHeap(output, blocks) && EncodeMappings(output, blocks);
+    }
+    ok = ok && EncodeStacks(output, referenced);
+    if (ok) {
+      EncodeTotals(output.buffer());
+      EncodeHealth(output.buffer());
+      ok = output.Flush();
+    }
+  }
+  int saved_errno = errno;
+  if (close(fd) != 0) ok = false;
+  if (ok && rename(temp_path, path) != 0) ok = false;
+  if (!ok) {
+    LogWarning("failed to write snapshot %s (%s)", path,
+               ArenaExhausted() ? "shim memory cap reached" : strerror(saved_errno));
+    unlink(temp_path);
+    return false;
+  }
+  g_previous_write_us = PreciseMicrosSinceStart() - started_us;
+  LogDiagnostic("wrote %s in %lu us", path, static_cast<unsigned long>(g_previous_write_us));
+  if (path_out != nullptr && path_size > 0) snprintf(path_out, path_size, "%s", path);
+  return true;
+}
+
+}  // namespace
+
+bool WriteSnapshot(Trigger trigger, const char* label, char* path_out, size_t path_size) {
+  if (!RealFunctionsReady()) return false;
+  BusyScope busy;
+  int saved = errno;
+  pthread_mutex_lock(&g_write_mutex);
+  bool ok = WriteLocked(trigger, label, path_out, path_size);
+  pthread_mutex_unlock(&g_write_mutex);
+  errno = saved;
+  return ok;
+}
+
+void SnapshotWriterLockForFork() { pthread_mutex_lock(&g_write_mutex); }
+void SnapshotWriterUnlockForFork() { pthread_mutex_unlock(&g_write_mutex); }
+void SnapshotWriterResetInChild() {
+  pthread_mutex_init(&g_write_mutex, nullptr);
+  g_sequence = 0;
+}
+
+}  // namespace retain::shim

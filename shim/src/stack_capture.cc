@@ -1,0 +1,142 @@
+// stack_capture: see stack_capture.h.
+#include "stack_capture.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+
+#include "config.h"
+#include "module_table.h"
+#include "stack_table.h"
+#include "thread_state.h"
+
+namespace retain::shim {
+namespace {
+
+// libunwind's local-only entry points carry an architecture prefix.
+#if defined(__x86_64__)
+#define RETAIN_UNW_PREFIX "_ULx86_64_"
+#elif defined(__aarch64__)
+#define RETAIN_UNW_PREFIX "_ULaarch64_"
+#else
+#define RETAIN_UNW_PREFIX "_UL"
+#endif
+
+using BacktraceFn = int (*)(void**, int);
+using SetCachingPolicyFn = int (*)(void*, int);
+constexpr int kUnwCachePerThread = 2;  // UNW_CACHE_PER_THREAD
+
+BacktraceFn g_unw_backtrace;
+std::atomic<uint64_t> g_unwind_failures;
+std::atomic<uint64_t> g_fp_fallbacks;
+
+// Frames captured beyond the kept depth: room for the shim's own frames and
+// one more to know the stack was cut.
+constexpr int kCaptureSlack = 12;
+
+void EnsureStackBounds() {
+  if (g_thread.stack_high != 0) return;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+    g_thread.stack_high = 1;  // unknown: frame-pointer walks are refused
+    return;
+  }
+  void* low = nullptr;
+  size_t size = 0;
+  pthread_attr_getstack(&attr, &low, &size);
+  pthread_attr_destroy(&attr);
+  g_thread.stack_low = reinterpret_cast<uintptr_t>(low);
+  g_thread.stack_high = g_thread.stack_low + size;
+}
+
+// Walks saved frame pointers from this function's frame. Returns the frame
+// count, or -1 when the walk cannot be trusted (libunwind must be used).
+__attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
+  EnsureStackBounds();
+  auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  const uintptr_t low = g_thread.stack_low;
+  const uintptr_t high = g_thread.stack_high;
+  if (fp < low || fp + 16 > high) return -1;  // e.g. a signal handler's alternate stack
+  int count = 0;
+  bool in_shim = true;
+  while (count < max) {
+    auto* frame = reinterpret_cast<const uintptr_t*>(fp);
+    uintptr_t next = frame[0];
+    uintptr_t ret = frame[1];
+    CodeKind kind = ClassifyAddress(ret);
+    if (kind == CodeKind::kUnknown) {
+      // Not code: the previous frame did not keep a frame pointer. Fine if
+      // that frame was a runtime's thread or process entry, else broken.
+      if (count > 0 && ClassifyAddress(frames[count - 1]) == CodeKind::kNoFramePointers) break;
+      TryRefreshModules();
+      return -1;
+    }
+    bool ours = ret >= ShimCodeBegin() && ret < ShimCodeEnd();
+    if (in_shim && !ours) {
+      in_shim = false;
+      // The allocation's caller keeps no frame pointer (libstdc++'s operator
+      // new, strdup in libc): its own caller would be skipped silently.
+      if (kind == CodeKind::kNoFramePointers) return -1;
+    }
+    frames[count++] = ret;
+    if (next == 0) break;  // outermost frame
+    if (kind == CodeKind::kNoFramePointers) break;  // a runtime's entry frame: chain ends here
+    if (next <= fp || next + 16 > high || (next & 7) != 0) return -1;
+    fp = next;
+  }
+  return count;
+}
+
+__attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
+  if (GetConfig().unwind == UnwindMode::kFramePointer || g_unw_backtrace == nullptr) {
+    int count = WalkFramePointers(frames, max);
+    if (count >= 0 || g_unw_backtrace == nullptr) return count < 0 ? 0 : count;
+    g_fp_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  }
+  return g_unw_backtrace(reinterpret_cast<void**>(frames), max);
+}
+
+}  // namespace
+
+bool LoadUnwinder() {
+  // RTLD_LOCAL keeps libunwind's exported backtrace and _Unwind_* out of the
+  // global scope. RTLD_NOW: no lazy binding later, inside hooks.
+  void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (handle == nullptr) return false;
+  auto backtrace = reinterpret_cast<BacktraceFn>(dlsym(handle, "unw_backtrace"));
+  auto set_caching = reinterpret_cast<SetCachingPolicyFn>(
+      dlsym(handle, RETAIN_UNW_PREFIX "set_caching_policy"));
+  void* address_space = dlsym(handle, RETAIN_UNW_PREFIX "local_addr_space");
+  if (backtrace == nullptr) return false;
+  if (set_caching != nullptr && address_space != nullptr) {
+    // Per-thread caches: no lock shared between allocating threads.
+    set_caching(*static_cast<void**>(address_space), kUnwCachePerThread);
+  }
+  g_unw_backtrace = backtrace;
+  return true;
+}
+
+__attribute__((noinline)) uint32_t CaptureStackId() {
+  uintptr_t frames[kMaxDepth + kCaptureSlack];
+  const int depth = GetConfig().depth;
+  int count = CaptureRaw(frames, depth + kCaptureSlack);
+  // Drop the shim's own frames (hook, recorder, capture).
+  const uintptr_t begin = ShimCodeBegin();
+  const uintptr_t end = ShimCodeEnd();
+  int skip = 0;
+  while (skip < count && frames[skip] >= begin && frames[skip] < end) ++skip;
+  int kept = count - skip;
+  if (kept <= 0) {
+    g_unwind_failures.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  bool truncated = kept > depth;
+  if (truncated) kept = depth;
+  return InternStack(frames + skip, kept, truncated);
+}
+
+uint64_t UnwindFailures() { return g_unwind_failures.load(std::memory_order_relaxed); }
+uint64_t FramePointerFallbacks() { return g_fp_fallbacks.load(std::memory_order_relaxed); }
+
+}  // namespace retain::shim

@@ -1,0 +1,133 @@
+// stack_table: see stack_table.h.
+#include "stack_table.h"
+
+#include <string.h>
+
+#include "arena.h"
+#include "spin_lock.h"
+
+namespace retain::shim {
+namespace {
+
+constexpr int kBucketBits = 18;
+constexpr size_t kBucketCount = size_t{1} << kBucketBits;
+constexpr int kLockCount = 64;
+// Id directory: kDirectorySize pages of kPageEntries entry pointers each.
+constexpr uint32_t kPageEntries = 4096;
+constexpr uint32_t kDirectorySize = 4096;
+
+std::atomic<std::atomic<StackEntry*>*> g_buckets;
+SpinLock g_bucket_setup_lock;
+SpinLock g_locks[kLockCount];
+std::atomic<uint32_t> g_next_id{1};
+std::atomic<std::atomic<StackEntry*>*> g_directory[kDirectorySize];
+
+uint64_t HashFrames(const uintptr_t* frames, int depth, bool truncated) {
+  uint64_t hash = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(depth) ^ (truncated ? 1 << 20 : 0);
+  for (int i = 0; i < depth; ++i) {
+    hash ^= frames[i];
+    hash *= 0x100000001b3ull;
+    hash ^= hash >> 29;
+  }
+  return hash;
+}
+
+std::atomic<StackEntry*>* Buckets() {
+  std::atomic<StackEntry*>* buckets = g_buckets.load(std::memory_order_acquire);
+  if (buckets != nullptr) return buckets;
+  SpinLockHolder hold(g_bucket_setup_lock);
+  buckets = g_buckets.load(std::memory_order_acquire);
+  if (buckets == nullptr) {
+    // Untouched pages cost no memory: the array fills in as stacks arrive.
+    buckets = static_cast<std::atomic<StackEntry*>*>(
+        MapPages(sizeof(std::atomic<StackEntry*>) * kBucketCount));
+    g_buckets.store(buckets, std::memory_order_release);
+  }
+  return buckets;
+}
+
+bool SameStack(const StackEntry* entry, uint64_t hash, const uintptr_t* frames, int depth,
+               bool truncated) {
+  return entry->hash == hash && entry->depth == depth && entry->truncated == truncated &&
+         memcmp(entry->frames, frames, sizeof(uintptr_t) * depth) == 0;
+}
+
+StackEntry* FindInChain(StackEntry* entry, uint64_t hash, const uintptr_t* frames, int depth,
+                        bool truncated) {
+  for (; entry != nullptr; entry = entry->next.load(std::memory_order_acquire)) {
+    if (SameStack(entry, hash, frames, depth, truncated)) return entry;
+  }
+  return nullptr;
+}
+
+bool PublishId(StackEntry* entry) {
+  uint32_t page_index = entry->id / kPageEntries;
+  if (page_index >= kDirectorySize) return false;
+  std::atomic<StackEntry*>* page = g_directory[page_index].load(std::memory_order_acquire);
+  if (page == nullptr) {
+    page = static_cast<std::atomic<StackEntry*>*>(
+        MapPages(sizeof(std::atomic<StackEntry*>) * kPageEntries));
+    if (page == nullptr) return false;
+    std::atomic<StackEntry*>* expected = nullptr;
+    if (!g_directory[page_index].compare_exchange_strong(expected, page)) {
+      UnmapPages(page, sizeof(std::atomic<StackEntry*>) * kPageEntries);
+      page = expected;
+    }
+  }
+  page[entry->id % kPageEntries].store(entry, std::memory_order_release);
+  return true;
+}
+
+}  // namespace
+
+uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
+  std::atomic<StackEntry*>* buckets = Buckets();
+  if (buckets == nullptr) return 0;
+  uint64_t hash = HashFrames(frames, depth, truncated);
+  std::atomic<StackEntry*>& bucket = buckets[hash >> (64 - kBucketBits)];
+  if (StackEntry* found =
+          FindInChain(bucket.load(std::memory_order_acquire), hash, frames, depth, truncated)) {
+    return found->id;
+  }
+  SpinLockHolder hold(g_locks[hash % kLockCount]);
+  StackEntry* head = bucket.load(std::memory_order_acquire);
+  if (StackEntry* found = FindInChain(head, hash, frames, depth, truncated)) return found->id;
+  auto* entry =
+      static_cast<StackEntry*>(ArenaAllocate(sizeof(StackEntry) + sizeof(uintptr_t) * depth));
+  if (entry == nullptr) return 0;
+  entry->hash = hash;
+  entry->depth = static_cast<uint16_t>(depth);
+  entry->truncated = truncated ? 1 : 0;
+  memcpy(entry->frames, frames, sizeof(uintptr_t) * depth);
+  entry->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+  if (!PublishId(entry)) return 0;
+  entry->next.store(head, std::memory_order_relaxed);
+  bucket.store(entry, std::memory_order_release);
+  return entry->id;
+}
+
+const StackEntry* FindStackById(uint32_t id) {
+  if (id == 0 || id / kPageEntries >= kDirectorySize) return nullptr;
+  std::atomic<StackEntry*>* page = g_directory[id / kPageEntries].load(std::memory_order_acquire);
+  if (page == nullptr) return nullptr;
+  return page[id % kPageEntries].load(std::memory_order_acquire);
+}
+
+uint32_t StackCount() { return g_next_id.load(std::memory_order_relaxed) - 1; }
+
+void StackTableLockForFork() {
+  g_bucket_setup_lock.Lock();
+  for (SpinLock& lock : g_locks) lock.Lock();
+}
+
+void StackTableUnlockForFork() {
+  for (SpinLock& lock : g_locks) lock.Unlock();
+  g_bucket_setup_lock.Unlock();
+}
+
+void StackTableResetInChild() {
+  for (SpinLock& lock : g_locks) lock.ResetInChild();
+  g_bucket_setup_lock.ResetInChild();
+}
+
+}  // namespace retain::shim

@@ -1,0 +1,45 @@
+// thread_state: the per-thread data every hook touches.
+//
+// All of it is `initial-exec` TLS: reaching it is one %fs-relative load, never
+// a call to __tls_get_addr (which may malloc and re-enter the hooks). Only
+// plain data here: a C++ thread_local with a constructor would need a TLS
+// wrapper call on every access.
+#ifndef RETAIN_SHIM_SRC_THREAD_STATE_H_
+#define RETAIN_SHIM_SRC_THREAD_STATE_H_
+
+#include <cstdint>
+
+namespace retain::shim {
+
+struct ThreadState {
+  // Re-entry guard: non-zero while this thread runs shim code (a hook's
+  // bookkeeping, a snapshot write, the shim's service thread). Allocation
+  // calls made meanwhile pass straight through, unrecorded.
+  uint32_t busy;
+  // Non-zero while this thread resolves the real allocator with dlsym; its
+  // allocation calls are then served from the bootstrap buffer.
+  uint32_t resolving;
+  // Kernel thread id, cached (0 = not read yet). Reset in a fork child.
+  uint32_t tid;
+  // Bounds of this thread's stack for the frame-pointer walk (0 = unknown).
+  uintptr_t stack_low;
+  uintptr_t stack_high;
+};
+
+extern __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
+
+// The calling thread's kernel id, cached after the first call.
+uint32_t CurrentThreadId();
+
+// RAII form of the re-entry guard for shim code that is not a hook.
+class BusyScope {
+ public:
+  BusyScope() { ++g_thread.busy; }
+  ~BusyScope() { --g_thread.busy; }
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+};
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_THREAD_STATE_H_

@@ -1,0 +1,55 @@
+// snapshot_reader: loads a retain snapshot file (proto/retain.proto) and
+// flattens its columnar allocation blocks into rows.
+//
+// Thread-compatible: no shared state. Every failure is an absl::Status whose
+// message names the file and says what is wrong in one line.
+#ifndef RETAIN_TOOLS_LIB_SNAPSHOT_READER_H_
+#define RETAIN_TOOLS_LIB_SNAPSHOT_READER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "retain.pb.h"
+
+namespace retain::tool {
+
+// One live allocation, decoded from an AllocationBlock.
+struct Allocation {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  v1::Kind kind = v1::KIND_UNSPECIFIED;
+  uint32_t stack_id = 0;
+  uint64_t birth_sequence = 0;
+  uint64_t birth_time_us = 0;
+  uint32_t thread_id = 0;
+  uint32_t tag_id = 0;
+  uint64_t flags = 0;
+};
+
+// Reads and validates a snapshot file. Errors (InvalidArgument unless the
+// file cannot be opened, NotFound / PermissionDenied then): empty file, not
+// a protobuf, a protobuf that is not a retain snapshot (no header), a
+// format_version newer than FORMAT_VERSION_CURRENT, allocation blocks whose
+// columns disagree in length, stack ids referenced but not present.
+absl::StatusOr<v1::Snapshot> ReadSnapshotFile(absl::string_view path);
+
+// Same, from bytes already in memory; `name` is used in error messages.
+absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string_view name);
+
+// All live allocations of all blocks, in block order (each block sorted by
+// address). Assumes a snapshot that ReadSnapshotFile/ParseSnapshot accepted.
+std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot);
+
+// Frames of stack `id`, or nullptr when the snapshot has no such stack.
+const v1::Stack* FindStack(const v1::Snapshot& snapshot, uint32_t id);
+
+// Human-readable name of a kind: "heap", "mmap-anon", "mmap-file",
+// "hip-device", ... ("unspecified" for 0, "kind-N" for unknown values).
+std::string KindName(v1::Kind kind);
+
+}  // namespace retain::tool
+
+#endif  // RETAIN_TOOLS_LIB_SNAPSHOT_READER_H_
