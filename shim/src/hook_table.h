@@ -39,6 +39,10 @@
 
 namespace retain::shim {
 
+#define RETAIN_COUNT_HOOK(name) +1
+inline constexpr int kHookCount = 0 RETAIN_FOR_EACH_HOOK(RETAIN_COUNT_HOOK);
+#undef RETAIN_COUNT_HOOK
+
 struct RealFunctions {
 #define RETAIN_DECLARE_REAL(name) decltype(&::name) name;
   RETAIN_FOR_EACH_HOOK(RETAIN_DECLARE_REAL)

@@ -39,7 +39,8 @@ constexpr int KindIndex(Kind kind) {
 }
 
 // Counters for one kind. Who updates them holds the lock of the table they
-// belong to; readers sum them over tables.
+// belong to; readers sum them over tables. Trivial, like the tables holding
+// them (see LiveTable); zero them with `= {}`.
 struct KindCounters {
   uint64_t live_bytes;
   uint64_t live_count;

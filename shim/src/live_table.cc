@@ -86,7 +86,7 @@ bool LiveTable::Insert(LiveRecord record, std::atomic<uint64_t>& birth_counter) 
   // Keep the load factor at or under 3/4.
   if ((uint64_t{shard.count} + 1) * 4 > uint64_t{shard.capacity} * 3 && !Grow(shard) &&
       shard.count + 1 >= shard.capacity) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);
+    __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
     return false;
   }
   PlaceNew(shard, hash, record);
@@ -126,7 +126,7 @@ void LiveTable::Restore(const LiveRecord& record) {
     KindCounters& counters = shard.counters[KindIndex(record.kind)];
     counters.freed_bytes += record.size;
     counters.freed_count += 1;
-    dropped_.fetch_add(1, std::memory_order_relaxed);
+    __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
     return;
   }
   PlaceNew(shard, hash, record);
@@ -143,13 +143,29 @@ void LiveTable::CountFreed(const LiveRecord& record) {
   counters.freed_count += 1;
 }
 
-size_t LiveTable::MaxShardCount() {
+size_t LiveTable::Count() {
   size_t result = 0;
   for (Shard& shard : shards_) {
     SpinLockHolder hold(shard.lock);
-    if (shard.count > result) result = shard.count;
+    result += shard.count;
   }
   return result;
+}
+
+size_t LiveTable::CopyAll(LiveRecord* out, size_t capacity, uint64_t* missed) {
+  size_t copied = 0;
+  for (Shard& shard : shards_) {
+    SpinLockHolder hold(shard.lock);
+    for (uint32_t i = 0; i < shard.capacity; ++i) {
+      if (shard.slots[i].address == 0) continue;
+      if (copied == capacity) {
+        ++*missed;
+        continue;
+      }
+      out[copied++] = shard.slots[i];
+    }
+  }
+  return copied;
 }
 
 void LiveTable::SumCounters(KindCounters* counters) {

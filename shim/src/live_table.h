@@ -33,6 +33,10 @@ struct LiveRecord {
   uint8_t reserved[3];
 };
 
+// Trivially constructible on purpose: a static instance is zero-filled
+// storage with no initialiser to run (hooks may run before this library's
+// initialisers do). Create instances only with static storage or `new
+// LiveTable()` (zeroed).
 class LiveTable {
  public:
   static constexpr int kShardBits = 6;
@@ -58,21 +62,20 @@ class LiveTable {
   void Restore(const LiveRecord& record);  // undoes Take
   void CountFreed(const LiveRecord& record);  // completes Take
 
-  // Calls `visit(records, count)` once per shard with a consistent copy of
-  // that shard's records, made under its lock into `scratch` (the caller's
-  // buffer of `scratch_capacity` records, sized from MaxShardCount()). A
-  // shard that grew past the buffer meanwhile is copied up to its size;
-  // returns how many records did not fit.
-  template <typename Visit>
-  uint64_t ForEachShard(LiveRecord* scratch, size_t scratch_capacity, Visit visit);
+  // Copies every record into `out` (capacity `capacity`, sized from
+  // Count()), each shard under its lock, so each record is consistent and
+  // every record inserted before the call started is there. Returns the
+  // number copied; records that did not fit (the table grew meanwhile) are
+  // counted in `*missed`.
+  size_t CopyAll(LiveRecord* out, size_t capacity, uint64_t* missed);
 
-  // Largest record count of any shard (to size the scratch buffer).
-  size_t MaxShardCount();
+  // Number of records now.
+  size_t Count();
 
   // Sums the per-kind counters of all shards into counters[kKindCount].
   void SumCounters(KindCounters* counters);
 
-  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  uint64_t dropped() const { return __atomic_load_n(&dropped_, __ATOMIC_RELAXED); }
 
   // fork(): prepare takes every shard lock; parent releases; child resets.
   void LockAllForFork();
@@ -96,29 +99,8 @@ class LiveTable {
   static void PlaceNew(Shard& shard, uint64_t hash, const LiveRecord& record);
 
   Shard shards_[kShardCount];
-  std::atomic<uint64_t> dropped_;
+  uint64_t dropped_;  // atomic builtins, see SpinLock::locked_
 };
-
-template <typename Visit>
-uint64_t LiveTable::ForEachShard(LiveRecord* scratch, size_t scratch_capacity, Visit visit) {
-  uint64_t missed = 0;
-  for (Shard& shard : shards_) {
-    size_t copied = 0;
-    {
-      SpinLockHolder hold(shard.lock);
-      for (uint32_t i = 0; i < shard.capacity; ++i) {
-        if (shard.slots[i].address == 0) continue;
-        if (copied == scratch_capacity) {
-          ++missed;
-          continue;
-        }
-        scratch[copied++] = shard.slots[i];
-      }
-    }
-    visit(scratch, copied);
-  }
-  return missed;
-}
 
 }  // namespace retain::shim
 

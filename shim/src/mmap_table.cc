@@ -9,8 +9,8 @@
 namespace retain::shim {
 namespace {
 
-SpinLock g_lock;
-MmapTable g_table;
+constinit SpinLock g_lock;
+constinit MmapTable g_table;
 
 }  // namespace
 

@@ -30,6 +30,7 @@ struct MapRecord {
   Kind kind;
 };
 
+// Trivially constructible, like LiveTable (see there).
 class MmapTable {
  public:
   void Lock();

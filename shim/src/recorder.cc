@@ -13,7 +13,8 @@
 namespace retain::shim {
 namespace {
 
-LiveTable g_heap;
+// constinit: hooks may run before any dynamic initialiser of this library.
+constinit LiveTable g_heap;
 std::atomic<uint64_t> g_birth_sequence{1};
 std::atomic<uint64_t> g_unknown_frees;
 std::atomic<uint64_t> g_reentries;

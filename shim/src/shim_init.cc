@@ -71,6 +71,13 @@ __attribute__((constructor)) void ShimConstructor() {
   }
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InstallSnapshotTriggers();
+  char unresolved[512];
+  UnresolvedHooks(unresolved, sizeof(unresolved));
+  if (unresolved[0] != '\0') {
+    LogWarning("cannot find the real %s; calls to them are not recorded", unresolved);
+  }
+  LogDiagnostic("started in pid %u (%s): %d hooks resolved, snapshots to %s", Pid(), ExePath(),
+                kHookCount, GetConfig().dir);
 }
 
 __attribute__((destructor)) void ShimDestructor() {

@@ -103,7 +103,7 @@ class BlockEncoder {
   }
 
   // Rows should arrive in address order, so the address deltas stay small;
-  // the deltas wrap modulo 2^64 where they do not (between shards).
+  // the deltas wrap modulo 2^64 where they do not (heap rows, then mmap rows).
   void Flush() {
     if (count_ == 0) return;
     block_.Clear();
@@ -242,27 +242,39 @@ void EncodeModules(ProtoBuffer& out) {
   });
 }
 
-// Heap records, shard by shard, each shard sorted by address. Blocks span
-// shards: one small block per shard would cost more than the rare wrapped
-// delta between them.
+// Heap records, copied shard by shard (each under its lock), then sorted by
+// address as a whole so the address deltas stay small.
 bool EncodeHeap(Output& output, BlockEncoder& blocks) {
   LiveTable& table = HeapTable();
-  size_t capacity = table.MaxShardCount() * 5 / 4 + 1024;
-  auto* scratch = static_cast<LiveRecord*>(MapPages(sizeof(LiveRecord) * capacity));
-  if (scratch == nullptr) return false;
+  size_t capacity = table.Count() * 9 / 8 + 1024;
+  LiveRecord* records = nullptr;
+  size_t count = 0;
+  uint64_t missed = 0;
+  // Other threads keep allocating: if the table outgrew the copy, retry larger.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    records = static_cast<LiveRecord*>(MapPages(sizeof(LiveRecord) * capacity));
+    if (records == nullptr) return false;
+    missed = 0;
+    count = table.CopyAll(records, capacity, &missed);
+    if (missed == 0) break;
+    UnmapPages(records, sizeof(LiveRecord) * capacity);
+    records = nullptr;
+    capacity = (capacity + missed) * 2;
+  }
+  if (records == nullptr) return false;
+  std::sort(records, records + count,
+            [](const LiveRecord& a, const LiveRecord& b) { return a.address < b.address; });
   bool ok = true;
-  table.ForEachShard(scratch, capacity, [&](LiveRecord* records, size_t count) {
-    std::sort(records, records + count,
-              [](const LiveRecord& a, const LiveRecord& b) { return a.address < b.address; });
-    for (size_t i = 0; i < count; ++i) {
-      const LiveRecord& r = records[i];
-      blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, 0, r.stack_id,
-                     r.thread_id, r.tag_id, r.kind});
-    }
-    ok = ok && !blocks.failed() && output.MaybeFlush();
-  });
-  UnmapPages(scratch, sizeof(LiveRecord) * capacity);
-  return ok;
+  for (size_t i = 0; i < count && ok; ++i) {
+    const LiveRecord& r = records[i];
+    blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, 0, r.stack_id,
+                   r.thread_id, r.tag_id, r.kind});
+    if (i % kBlockRows == 0) ok = !blocks.failed() && output.MaybeFlush();
+  }
+  blocks.Flush();
+  UnmapPages(records, sizeof(LiveRecord) * capacity);
+  // A record that did not fit would silently be missing: fail instead.
+  return ok && missed == 0 && !blocks.failed() && output.MaybeFlush();
 }
 
 bool EncodeMappings(Output& output, BlockEncoder& blocks) {

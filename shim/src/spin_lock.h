@@ -9,7 +9,6 @@
 
 #include <sched.h>
 
-#include <atomic>
 
 namespace retain::shim {
 
@@ -24,23 +23,22 @@ inline void CpuRelax() {
 class SpinLock {
  public:
   void Lock() {
-    if (__builtin_expect(!locked_.exchange(true, std::memory_order_acquire), 1)) return;
+    if (__builtin_expect(!__atomic_exchange_n(&locked_, 1, __ATOMIC_ACQUIRE), 1)) return;
     LockSlow();
   }
   bool TryLock() {
-    return !locked_.load(std::memory_order_relaxed) &&
-           !locked_.exchange(true, std::memory_order_acquire);
+    return !__atomic_load_n(&locked_, __ATOMIC_RELAXED) &&
+           !__atomic_exchange_n(&locked_, 1, __ATOMIC_ACQUIRE);
   }
-  void Unlock() { locked_.store(false, std::memory_order_release); }
+  void Unlock() { __atomic_store_n(&locked_, 0, __ATOMIC_RELEASE); }
   // For a fork child only: the lock was held across fork() by the forking
-  // thread (see fork_handlers), so it is released without waiting.
-  void ResetInChild() { locked_.store(false, std::memory_order_relaxed); }
+  // thread (see shim_init.cc), so it is released without waiting.
+  void ResetInChild() { __atomic_store_n(&locked_, 0, __ATOMIC_RELAXED); }
 
  private:
   __attribute__((noinline)) void LockSlow() {
     for (int spins = 0;; ++spins) {
-      if (!locked_.load(std::memory_order_relaxed) &&
-          !locked_.exchange(true, std::memory_order_acquire)) {
+      if (TryLock()) {
         return;
       }
       if (spins >= 64) {
@@ -51,7 +49,10 @@ class SpinLock {
     }
   }
 
-  std::atomic<bool> locked_;
+  // A plain int with atomic builtins rather than std::atomic: GCC emits a
+  // dynamic initialiser for arrays of structs holding std::atomic members,
+  // and hooks can run before this library's initialisers do.
+  int locked_;
 };
 
 class SpinLockHolder {

@@ -1,0 +1,13 @@
+# Unit tests of the shim's internals, linked directly against
+# retain_shim_core (no interposition involved).
+add_executable(shim_unit_tests
+  shim_config_test.cc
+  shim_kinds_test.cc
+  shim_live_table_test.cc
+  shim_mmap_table_test.cc
+  shim_stack_table_test.cc
+  shim_wire_encoder_test.cc
+)
+target_link_libraries(shim_unit_tests PRIVATE
+  retain_shim_core retain_proto GTest::gtest_main Threads::Threads)
+gtest_discover_tests(shim_unit_tests DISCOVERY_TIMEOUT 60)
