@@ -98,6 +98,7 @@ bool InitializeShim() {
     SetArenaCap(GetConfig().max_memory);
     InitProcessInfo();
     RefreshModules();  // the shim's own code range, for dropping its frames
+    LoadEarlyUnwinder();
     --g_thread.busy;
     g_shim_ready.store(true, std::memory_order_release);
   }

@@ -28,6 +28,33 @@ using SetCachingPolicyFn = int (*)(void*, int);
 constexpr int kUnwCachePerThread = 2;  // UNW_CACHE_PER_THREAD
 
 BacktraceFn g_unw_backtrace;
+
+// libgcc's unwinder, for the allocations made before the constructor loads
+// libunwind (other libraries' constructors, libstdc++'s emergency exception
+// pool). Declared here rather than through <unwind.h>: libunwind-dev ships a
+// header of the same name.
+using UnwindTraceFn = int (*)(void* context, void* argument);
+using UnwindBacktraceFn = int (*)(UnwindTraceFn, void*);
+using UnwindGetIpFn = uintptr_t (*)(void* context);
+UnwindBacktraceFn g_early_backtrace;
+UnwindGetIpFn g_early_get_ip;
+constexpr int kUrcNoReason = 0;
+constexpr int kUrcEndOfStack = 5;
+
+struct EarlyTrace {
+  uintptr_t* frames;
+  int max;
+  int count;
+};
+
+int CollectEarlyFrame(void* context, void* argument) {
+  auto* trace = static_cast<EarlyTrace*>(argument);
+  if (trace->count == trace->max) return kUrcEndOfStack;
+  uintptr_t ip = g_early_get_ip(context);
+  if (ip == 0) return kUrcEndOfStack;
+  trace->frames[trace->count++] = ip;
+  return kUrcNoReason;
+}
 std::atomic<uint64_t> g_unwind_failures;
 std::atomic<uint64_t> g_fp_fallbacks;
 
@@ -89,6 +116,11 @@ __attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
 }
 
 __attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
+  if (g_unw_backtrace == nullptr && g_early_backtrace != nullptr) {
+    EarlyTrace trace{frames, max, 0};
+    g_early_backtrace(CollectEarlyFrame, &trace);
+    return trace.count;
+  }
   if (GetConfig().unwind == UnwindMode::kFramePointer || g_unw_backtrace == nullptr) {
     int count = WalkFramePointers(frames, max);
     if (count >= 0 || g_unw_backtrace == nullptr) return count < 0 ? 0 : count;
@@ -115,6 +147,15 @@ bool LoadUnwinder() {
   }
   g_unw_backtrace = backtrace;
   return true;
+}
+
+void LoadEarlyUnwinder() {
+  auto backtrace = reinterpret_cast<UnwindBacktraceFn>(dlsym(RTLD_DEFAULT, "_Unwind_Backtrace"));
+  auto get_ip = reinterpret_cast<UnwindGetIpFn>(dlsym(RTLD_DEFAULT, "_Unwind_GetIP"));
+  if (backtrace != nullptr && get_ip != nullptr) {
+    g_early_get_ip = get_ip;
+    g_early_backtrace = backtrace;
+  }
 }
 
 __attribute__((noinline)) uint32_t CaptureStackId() {

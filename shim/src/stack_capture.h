@@ -25,6 +25,11 @@ namespace retain::shim {
 // if it is missing (stacks are then captured by frame pointers only).
 bool LoadUnwinder();
 
+// Until then (allocations made before the shim's constructor ran, from
+// other libraries' constructors), libgcc's unwinder is used if the process
+// already has it; call from the first initialisation.
+void LoadEarlyUnwinder();
+
 // Captures and interns the caller's stack. Returns the stack id, 0 if none.
 uint32_t CaptureStackId();
 
