@@ -66,6 +66,12 @@ void* MapPages(size_t bytes) {
   return pages;
 }
 
+void* MapScratchPages(size_t bytes) { return RawMap(RoundToPages(bytes)); }
+
+void UnmapScratchPages(void* pages, size_t bytes) {
+  if (pages != nullptr) RawUnmap(pages, RoundToPages(bytes));
+}
+
 void UnmapPages(void* pages, size_t bytes) {
   if (pages == nullptr) return;
   bytes = RoundToPages(bytes);

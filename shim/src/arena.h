@@ -19,7 +19,7 @@ namespace retain::shim {
 // Sets the cap (bytes). 0 means no cap.
 void SetArenaCap(uint64_t bytes);
 uint64_t ArenaCap();
-// Bytes currently mapped by the shim.
+// Bytes the shim keeps mapped (tables, stacks), not counting scratch.
 uint64_t ArenaBytes();
 // True once any request was refused for the cap.
 bool ArenaExhausted();
@@ -29,6 +29,13 @@ bool ArenaExhausted();
 // size to UnmapPages.
 void* MapPages(size_t bytes);
 void UnmapPages(void* pages, size_t bytes);
+
+// Pages for a short-lived buffer (a snapshot being written), allowed past
+// the cap and not counted in ArenaBytes: the cap limits what the shim keeps,
+// and a degraded shim must still be able to say so in a snapshot. Free with
+// UnmapScratchPages.
+void* MapScratchPages(size_t bytes);
+void UnmapScratchPages(void* pages, size_t bytes);
 
 // Permanent small objects (interned stacks, module entries), zero-filled,
 // aligned to 16 bytes, carved from 1 MiB chunks. Never freed. nullptr past

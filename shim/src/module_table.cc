@@ -161,14 +161,14 @@ void PublishRanges(const RefreshState& state) {
 // Requires g_lock.
 void RefreshLocked() {
   // The refresh state is large; it lives in scratch pages, not on the stack.
-  auto* state = static_cast<RefreshState*>(MapPages(sizeof(RefreshState)));
+  auto* state = static_cast<RefreshState*>(MapScratchPages(sizeof(RefreshState)));
   if (state == nullptr) return;
   dl_iterate_phdr(VisitObject, state);
   for (uint32_t i = 0; i < g_count; ++i) {
     if (!state->seen[i]) g_modules[i]->unloaded = true;
   }
   PublishRanges(*state);
-  UnmapPages(state, sizeof(RefreshState));
+  UnmapScratchPages(state, sizeof(RefreshState));
   g_last_refresh_us.store(MicrosSinceStart(), std::memory_order_relaxed);
 }
 

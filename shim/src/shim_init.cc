@@ -90,9 +90,14 @@ bool InitializeShim() {
   if (ShimReady()) return true;
   if (g_thread.resolving) return false;
   if (!ResolveRealFunctions()) return false;
+  // Called again from a hook while this thread initialises (dlsym reporting
+  // a missing symbol mallocs): the real functions are known and the thread
+  // is busy, so the hook passes the call through.
+  if (g_thread.initializing) return true;
   SpinLockHolder hold(g_init_lock);
   if (!g_config_loaded) {
     g_config_loaded = true;
+    g_thread.initializing = 1;
     ++g_thread.busy;
     LoadConfig(MutableConfig());
     SetArenaCap(GetConfig().max_memory);
@@ -100,6 +105,7 @@ bool InitializeShim() {
     RefreshModules();  // the shim's own code range, for dropping its frames
     LoadEarlyUnwinder();
     --g_thread.busy;
+    g_thread.initializing = 0;
     g_shim_ready.store(true, std::memory_order_release);
   }
   return true;

@@ -55,7 +55,7 @@ struct Row {
 // A set of stack ids that grows as needed (arena pages).
 class IdSet {
  public:
-  ~IdSet() { UnmapPages(bits_, bytes_); }
+  ~IdSet() { UnmapScratchPages(bits_, bytes_); }
   bool Add(uint32_t id) {
     if (id / 8 >= bytes_ && !Grow(id / 8 + 1)) return false;
     bits_[id / 8] |= static_cast<uint8_t>(1u << (id % 8));
@@ -68,10 +68,10 @@ class IdSet {
   bool Grow(size_t needed) {
     size_t bytes = bytes_ == 0 ? 65536 : bytes_ * 2;
     while (bytes < needed) bytes *= 2;
-    auto* bits = static_cast<uint8_t*>(MapPages(bytes));
+    auto* bits = static_cast<uint8_t*>(MapScratchPages(bytes));
     if (bits == nullptr) return false;
     if (bytes_ > 0) memcpy(bits, bits_, bytes_);
-    UnmapPages(bits_, bytes_);
+    UnmapScratchPages(bits_, bytes_);
     bits_ = bits;
     bytes_ = bytes;
     return true;
@@ -169,17 +169,18 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t
   if (const ModuleEntry* main = MainModule()) header.BytesField(6, main->build_id, main->build_id_size);
   // argv, from /proc/self/cmdline (NUL-separated).
   constexpr size_t kCmdlineMax = 128 * 1024;
-  if (auto* cmdline = static_cast<char*>(MapPages(kCmdlineMax))) {
+  if (auto* cmdline = static_cast<char*>(MapScratchPages(kCmdlineMax))) {
     ssize_t length = ReadSmallFile("/proc/self/cmdline", cmdline, kCmdlineMax);
     for (ssize_t start = 0; start < length;) {
       size_t arg_length = strlen(cmdline + start);
       header.RepeatedStringField(7, cmdline + start, arg_length);
       start += static_cast<ssize_t>(arg_length) + 1;
     }
-    UnmapPages(cmdline, kCmdlineMax);
+    UnmapScratchPages(cmdline, kCmdlineMax);
   }
   header.UintField(8, NowUnixNs());
-  header.UintField(9, PreciseMicrosSinceStart());
+  // The clock birth times use, so every birth is at or before this.
+  header.UintField(9, MicrosSinceStart());
   header.UintField(10, sequence);
   header.UintField(11, static_cast<uint32_t>(trigger));
   if (label != nullptr) header.BytesField(12, label, strnlen(label, 127));
@@ -252,12 +253,12 @@ bool EncodeHeap(Output& output, BlockEncoder& blocks) {
   uint64_t missed = 0;
   // Other threads keep allocating: if the table outgrew the copy, retry larger.
   for (int attempt = 0; attempt < 4; ++attempt) {
-    records = static_cast<LiveRecord*>(MapPages(sizeof(LiveRecord) * capacity));
+    records = static_cast<LiveRecord*>(MapScratchPages(sizeof(LiveRecord) * capacity));
     if (records == nullptr) return false;
     missed = 0;
     count = table.CopyAll(records, capacity, &missed);
     if (missed == 0) break;
-    UnmapPages(records, sizeof(LiveRecord) * capacity);
+    UnmapScratchPages(records, sizeof(LiveRecord) * capacity);
     records = nullptr;
     capacity = (capacity + missed) * 2;
   }
@@ -272,7 +273,7 @@ bool EncodeHeap(Output& output, BlockEncoder& blocks) {
     if (i % kBlockRows == 0) ok = !blocks.failed() && output.MaybeFlush();
   }
   blocks.Flush();
-  UnmapPages(records, sizeof(LiveRecord) * capacity);
+  UnmapScratchPages(records, sizeof(LiveRecord) * capacity);
   // A record that did not fit would silently be missing: fail instead.
   return ok && missed == 0 && !blocks.failed() && output.MaybeFlush();
 }
@@ -282,7 +283,7 @@ bool EncodeMappings(Output& output, BlockEncoder& blocks) {
   table.Lock();
   size_t capacity = table.size() + 1;
   table.Unlock();
-  auto* scratch = static_cast<MapRecord*>(MapPages(sizeof(MapRecord) * capacity));
+  auto* scratch = static_cast<MapRecord*>(MapScratchPages(sizeof(MapRecord) * capacity));
   if (scratch == nullptr) return false;
   table.Lock();
   size_t count = table.Copy(scratch, capacity);
@@ -293,7 +294,7 @@ bool EncodeMappings(Output& output, BlockEncoder& blocks) {
                    r.stack_id, r.thread_id, r.tag_id, r.kind});
   }
   blocks.Flush();
-  UnmapPages(scratch, sizeof(MapRecord) * capacity);
+  UnmapScratchPages(scratch, sizeof(MapRecord) * capacity);
   return !blocks.failed() && output.MaybeFlush();
 }
 

@@ -19,6 +19,8 @@ struct ThreadState {
   // Non-zero while this thread resolves the real allocator with dlsym; its
   // allocation calls are then served from the bootstrap buffer.
   uint32_t resolving;
+  // Non-zero while this thread runs the shim's first initialisation.
+  uint32_t initializing;
   // Kernel thread id, cached (0 = not read yet). Reset in a fork child.
   uint32_t tid;
   // Bounds of this thread's stack for the frame-pointer walk (0 = unknown).

@@ -7,20 +7,20 @@
 
 namespace retain::shim {
 
-ProtoBuffer::~ProtoBuffer() { UnmapPages(data_, capacity_); }
+ProtoBuffer::~ProtoBuffer() { UnmapScratchPages(data_, capacity_); }
 
 bool ProtoBuffer::Reserve(size_t extra) {
   if (failed_) return false;
   if (size_ + extra <= capacity_) return true;
   size_t capacity = capacity_ == 0 ? 4096 : capacity_ * 2;
   while (capacity < size_ + extra) capacity *= 2;
-  auto* data = static_cast<uint8_t*>(MapPages(capacity));
+  auto* data = static_cast<uint8_t*>(MapScratchPages(capacity));
   if (data == nullptr) {
     failed_ = true;
     return false;
   }
   if (size_ > 0) memcpy(data, data_, size_);
-  UnmapPages(data_, capacity_);
+  UnmapScratchPages(data_, capacity_);
   data_ = data;
   capacity_ = capacity;
   return true;

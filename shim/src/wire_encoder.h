@@ -1,11 +1,11 @@
 // wire_encoder: the protobuf wire format, written by hand, so the shim never
 // links libprotobuf into a host that may carry its own.
 //
-// ProtoBuffer is a growable byte buffer in arena pages with the encodings
+// ProtoBuffer is a growable byte buffer in arena scratch pages with the encodings
 // proto/retain.proto needs: varints, fixed-length and length-delimited
 // fields, packed repeated varints and nested messages (encode the child
 // into its own ProtoBuffer, then AppendMessage). A buffer that could not
-// grow (arena exhausted) remembers it: failed() stays true and the writer
+// grow (the kernel refused) remembers it: failed() stays true and the writer
 // gives up on the snapshot instead of writing a corrupt one.
 //
 // Thread-compatible (one owner). Never allocates from the host heap.

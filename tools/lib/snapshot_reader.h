@@ -46,6 +46,13 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot);
 // Frames of stack `id`, or nullptr when the snapshot has no such stack.
 const v1::Stack* FindStack(const v1::Snapshot& snapshot, uint32_t id);
 
+// Length (1 to 4) of the valid UTF-8 sequence that starts at text[i], or 0
+// when none does (stray continuation bytes, overlong forms, surrogates, code
+// points above U+10FFFF, a sequence cut by the end). Requires i < size.
+// String fields of a snapshot this reader returns are always valid UTF-8:
+// bytes that were not (raw paths, argv) are replaced with U+FFFD.
+size_t Utf8SequenceLength(absl::string_view text, size_t i);
+
 // Human-readable name of a kind: "heap", "mmap-anon", "mmap-file",
 // "hip-device", ... ("unspecified" for 0, "kind-N" for unknown values).
 std::string KindName(v1::Kind kind);

@@ -1,0 +1,266 @@
+// Runs a real program under the shim and checks every field of the snapshot
+// it writes, parsed with the classes protoc generates: the proof that the
+// shim's hand-written encoder and proto/retain.proto agree, and that each
+// field holds the truth (compared with what the program itself printed, the
+// kernel, and the ELF file).
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "tests/support/test_support.h"
+#include "tools/lib/snapshot_reader.h"
+
+namespace retain::test {
+namespace {
+
+using tool::Allocation;
+
+// "name value..." lines printed by the fixture.
+std::map<std::string, std::vector<uint64_t>> ParseFacts(const std::string& text) {
+  std::map<std::string, std::vector<uint64_t>> facts;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    uint64_t value;
+    while (words >> value) facts[name].push_back(value);
+  }
+  return facts;
+}
+
+// The GNU build-id of an ELF file as raw bytes, from readelf.
+std::string BuildIdOf(const std::string& path) {
+  std::string command = "readelf -n '" + path + "' 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return "";
+  char line[512];
+  std::string hex;
+  while (fgets(line, sizeof(line), pipe) != nullptr) {
+    const char* found = strstr(line, "Build ID: ");
+    if (found != nullptr) {
+      for (const char* p = found + 10; isxdigit(static_cast<unsigned char>(*p)); ++p) hex += *p;
+    }
+  }
+  pclose(pipe);
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  }
+  return bytes;
+}
+
+uint64_t NowUnixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class SnapshotFieldsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    started_ns_ = NowUnixNs();
+    RunOptions options;
+    options.argv = {FixturePath("snapshot_fields"), "an-argument", ""};
+    options.env = {{"RETAIN_DIR", dir_.path()}};
+    options.preload = true;
+    result_ = retain::test::Run(options);
+    ended_ns_ = NowUnixNs();
+    ASSERT_EQ(result_.exit_code, 0) << result_.stderr_data;
+    facts_ = ParseFacts(result_.stdout_data);
+    std::vector<std::string> files = ListSnapshots(dir_.path());
+    // The API snapshot (sequence 1) and the exit snapshot (sequence 2).
+    ASSERT_EQ(files.size(), 2u);
+    for (const std::string& file : files) {
+      v1::Snapshot snapshot = LoadSnapshot(file);
+      if (snapshot.header().sequence() == 1) snapshot_ = snapshot;
+    }
+    ASSERT_EQ(snapshot_.header().sequence(), 1u);
+    rows_ = tool::FlattenAllocations(snapshot_);
+  }
+
+  TempDir dir_;
+  RunResult result_;
+  uint64_t started_ns_ = 0;
+  uint64_t ended_ns_ = 0;
+  std::map<std::string, std::vector<uint64_t>> facts_;
+  v1::Snapshot snapshot_;
+  std::vector<Allocation> rows_;
+};
+
+TEST_F(SnapshotFieldsTest, Header) {
+  const v1::Header& h = snapshot_.header();
+  EXPECT_EQ(h.format_version(), static_cast<uint32_t>(v1::FORMAT_VERSION_CURRENT));
+  EXPECT_GT(h.pid(), 0u);
+  EXPECT_EQ(h.ppid(), static_cast<uint32_t>(getpid()));  // Run() forks the fixture
+  EXPECT_GT(h.process_start_ticks(), 0u);
+  char real[PATH_MAX];
+  ASSERT_NE(realpath(FixturePath("snapshot_fields").c_str(), real), nullptr);
+  EXPECT_EQ(h.exe_path(), real);
+  std::string build_id = BuildIdOf(real);
+  ASSERT_EQ(build_id.size(), 20u);  // --build-id=sha1
+  EXPECT_EQ(h.exe_build_id(), build_id);
+  ASSERT_EQ(h.command_line_size(), 3);
+  EXPECT_EQ(h.command_line(0), FixturePath("snapshot_fields"));
+  EXPECT_EQ(h.command_line(1), "an-argument");
+  EXPECT_EQ(h.command_line(2), "");
+  EXPECT_GE(h.time_unix_ns(), started_ns_);
+  EXPECT_LE(h.time_unix_ns(), ended_ns_);
+  EXPECT_GE(h.start_time_unix_ns(), started_ns_);
+  EXPECT_LE(h.start_time_unix_ns(), h.time_unix_ns());
+  EXPECT_LE(h.time_since_start_us(), (ended_ns_ - started_ns_) / 1000);
+  EXPECT_EQ(h.sequence(), 1u);
+  EXPECT_EQ(h.trigger(), v1::TRIGGER_API);
+  EXPECT_EQ(h.label(), "fields");
+  EXPECT_EQ(h.unwind_method(), v1::UNWIND_METHOD_LIBUNWIND);
+  EXPECT_EQ(h.max_depth(), 48u);
+  EXPECT_EQ(h.forked_from_pid(), 0u);
+  EXPECT_EQ(h.sample_interval_bytes(), 0u);
+  uint64_t max_birth = 0;
+  for (const Allocation& row : rows_) max_birth = std::max(max_birth, row.birth_sequence);
+  EXPECT_GT(h.next_birth_sequence(), max_birth);
+}
+
+TEST_F(SnapshotFieldsTest, ProcessMemory) {
+  const v1::ProcessMemory& m = snapshot_.memory();
+  EXPECT_GT(m.vm_rss(), 0u);
+  EXPECT_GE(m.vm_size(), m.vm_rss());
+  EXPECT_GE(m.vm_hwm(), m.vm_rss());
+  EXPECT_GT(m.rss_anon(), 0u);
+  EXPECT_GT(m.rss_file(), 0u);
+  EXPECT_EQ(m.vm_rss(), m.rss_anon() + m.rss_file() + m.rss_shmem());
+  EXPECT_EQ(m.vm_swap(), 0u);  // no swap on the test machines; the field is read, not invented
+  EXPECT_GT(m.pss(), 0u);
+  EXPECT_GT(m.pss_anon(), 0u);
+  EXPECT_GT(m.pss_file(), 0u);
+  EXPECT_GT(m.anonymous(), 0u);
+  EXPECT_TRUE(m.has_mallinfo());
+  EXPECT_GT(m.malloc_arena(), 0u);
+  // Everything the program holds from malloc is in use according to glibc.
+  EXPECT_GE(m.malloc_in_use(), LiveBytes(snapshot_, v1::KIND_HEAP));
+  EXPECT_GT(m.malloc_free_held() + m.malloc_top_releasable() + 1, 0u);
+}
+
+TEST_F(SnapshotFieldsTest, Modules) {
+  std::set<std::string> paths;
+  std::set<uint32_t> ids;
+  for (const v1::Module& module : snapshot_.modules()) {
+    paths.insert(module.path());
+    EXPECT_TRUE(ids.insert(module.id()).second) << "duplicate id " << module.id();
+    EXPECT_FALSE(module.unloaded()) << module.path();
+    EXPECT_GE(module.executable_segments_size(), 1) << module.path();
+    for (const v1::Segment& segment : module.executable_segments()) {
+      EXPECT_LT(segment.start(), segment.end());
+      EXPECT_GE(segment.start(), module.load_bias());
+    }
+    if (module.path() == snapshot_.header().exe_path()) {
+      EXPECT_EQ(module.build_id(), snapshot_.header().exe_build_id());
+    }
+    if (module.path().find("libc.so.6") != std::string::npos) {
+      EXPECT_EQ(module.build_id(), BuildIdOf(module.path()));
+    }
+  }
+  EXPECT_TRUE(paths.count(snapshot_.header().exe_path()));
+  EXPECT_TRUE(paths.count(ShimPath()) || paths.count(std::string(realpath(ShimPath().c_str(), nullptr))));
+  bool has_libc = false;
+  for (const std::string& path : paths) has_libc |= path.find("libc.so.6") != std::string::npos;
+  EXPECT_TRUE(has_libc);
+}
+
+TEST_F(SnapshotFieldsTest, AllocationsAndStacks) {
+  ASSERT_EQ(facts_["site"].size(), 2u);
+  uint64_t site_begin = facts_["site"][0];
+  uint64_t site_end = facts_["site"][1];
+  uint64_t main_tid = facts_["main_tid"].at(0);
+  uint64_t worker_tid = facts_["worker_tid"].at(0);
+  std::map<uint64_t, const Allocation*> site_rows;  // by size
+  for (const Allocation& row : rows_) {
+    EXPECT_LE(row.birth_time_us, snapshot_.header().time_since_start_us());
+    EXPECT_EQ(row.tag_id, 0u);
+    if (row.kind == v1::KIND_HEAP && row.stack_id != 0) {
+      const v1::Stack* stack = tool::FindStack(snapshot_, row.stack_id);
+      ASSERT_NE(stack, nullptr);
+      ASSERT_GT(stack->frames_size(), 0);
+      if (stack->frames(0) >= site_begin && stack->frames(0) < site_end) site_rows[row.size] = &row;
+    }
+  }
+  ASSERT_EQ(site_rows.size(), 4u);
+  for (uint64_t size : {1000u, 2000u, 3000u}) {
+    ASSERT_TRUE(site_rows.count(size)) << size;
+    EXPECT_EQ(site_rows[size]->thread_id, main_tid);
+    EXPECT_EQ(site_rows[size]->flags, 0u);
+  }
+  ASSERT_TRUE(site_rows.count(777));
+  EXPECT_EQ(site_rows[777]->thread_id, worker_tid);
+  EXPECT_NE(worker_tid, main_tid);
+  // Births are numbered in allocation order.
+  EXPECT_LT(site_rows[1000]->birth_sequence, site_rows[2000]->birth_sequence);
+  EXPECT_LT(site_rows[3000]->birth_sequence, site_rows[777]->birth_sequence);
+
+  const Allocation* anon = nullptr;
+  const Allocation* file = nullptr;
+  for (const Allocation& row : rows_) {
+    if (row.address == facts_["anon"].at(0)) anon = &row;
+    if (row.address == facts_["file"].at(0)) file = &row;
+  }
+  ASSERT_NE(anon, nullptr);
+  EXPECT_EQ(anon->kind, v1::KIND_MMAP_ANON);
+  EXPECT_EQ(anon->size, 3u * 4096);
+  EXPECT_EQ(anon->flags, uint64_t(PROT_READ | PROT_WRITE) | (uint64_t(MAP_PRIVATE | MAP_ANONYMOUS) << 8));
+  EXPECT_NE(anon->stack_id, 0u);
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(file->kind, v1::KIND_MMAP_FILE);
+  EXPECT_EQ(file->size, 4096u);
+  EXPECT_EQ(file->flags, uint64_t(PROT_READ) | (uint64_t(MAP_PRIVATE) << 8));
+  EXPECT_GT(anon->birth_sequence, site_rows[777]->birth_sequence);
+
+  // Only referenced stacks are written, each once.
+  std::set<uint32_t> referenced;
+  for (const Allocation& row : rows_) {
+    if (row.stack_id != 0) referenced.insert(row.stack_id);
+  }
+  std::set<uint32_t> written;
+  for (const v1::Stack& stack : snapshot_.stacks()) {
+    EXPECT_TRUE(written.insert(stack.id()).second);
+    EXPECT_FALSE(stack.truncated());
+  }
+  EXPECT_EQ(written, referenced);
+}
+
+TEST_F(SnapshotFieldsTest, TotalsAgreeWithRows) {
+  for (v1::Kind kind : {v1::KIND_HEAP, v1::KIND_MMAP_ANON, v1::KIND_MMAP_FILE}) {
+    v1::KindTotals totals = TotalsFor(snapshot_, kind);
+    EXPECT_EQ(totals.kind(), kind);
+    EXPECT_EQ(totals.live_bytes(), LiveBytes(snapshot_, kind)) << tool::KindName(kind);
+    EXPECT_EQ(totals.live_count(), LiveCount(snapshot_, kind)) << tool::KindName(kind);
+    EXPECT_EQ(totals.allocated_bytes() - totals.freed_bytes(), totals.live_bytes());
+    EXPECT_GE(totals.allocated_count(), totals.live_count());
+  }
+  EXPECT_GE(TotalsFor(snapshot_, v1::KIND_HEAP).freed_count(), 1u);  // the 5000-byte block
+  EXPECT_GE(TotalsFor(snapshot_, v1::KIND_HEAP).freed_bytes(), 5000u);
+}
+
+TEST_F(SnapshotFieldsTest, Health) {
+  const v1::ShimHealth& health = snapshot_.health();
+  EXPECT_GT(health.arena_bytes(), 0u);
+  EXPECT_EQ(health.arena_cap_bytes(), uint64_t{2} << 30);
+  EXPECT_FALSE(health.degraded());
+  EXPECT_EQ(health.dropped_records(), 0u);
+  EXPECT_EQ(health.unwind_failures(), 0u);
+  EXPECT_GE(health.stacks_interned(), static_cast<uint64_t>(snapshot_.stacks_size()));
+  EXPECT_EQ(health.fp_fallbacks(), 0u);
+  EXPECT_EQ(health.previous_write_us(), 0u);  // the first snapshot of the process
+}
+
+}  // namespace
+}  // namespace retain::test
