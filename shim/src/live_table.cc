@@ -87,6 +87,7 @@ bool LiveTable::Insert(LiveRecord record, std::atomic<uint64_t>& birth_counter) 
   if ((uint64_t{shard.count} + 1) * 4 > uint64_t{shard.capacity} * 3 && !Grow(shard) &&
       shard.count + 1 >= shard.capacity) {
     __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&dropped_bytes_, record.size, __ATOMIC_RELAXED);
     return false;
   }
   PlaceNew(shard, hash, record);
@@ -127,6 +128,7 @@ void LiveTable::Restore(const LiveRecord& record) {
     counters.freed_bytes += record.size;
     counters.freed_count += 1;
     __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&dropped_bytes_, record.size, __ATOMIC_RELAXED);
     return;
   }
   PlaceNew(shard, hash, record);

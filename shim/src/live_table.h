@@ -75,7 +75,9 @@ class LiveTable {
   // Sums the per-kind counters of all shards into counters[kKindCount].
   void SumCounters(KindCounters* counters);
 
+  // Allocations not recorded for lack of memory, and their bytes.
   uint64_t dropped() const { return __atomic_load_n(&dropped_, __ATOMIC_RELAXED); }
+  uint64_t dropped_bytes() const { return __atomic_load_n(&dropped_bytes_, __ATOMIC_RELAXED); }
 
   // fork(): prepare takes every shard lock; parent releases; child resets.
   void LockAllForFork();
@@ -100,6 +102,7 @@ class LiveTable {
 
   Shard shards_[kShardCount];
   uint64_t dropped_;  // atomic builtins, see SpinLock::locked_
+  uint64_t dropped_bytes_;
 };
 
 }  // namespace retain::shim

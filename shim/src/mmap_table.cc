@@ -90,6 +90,7 @@ bool MmapTable::RemoveRange(uintptr_t start, uintptr_t end) {
         counters.live_bytes -= tail.end - tail.start;
         counters.freed_bytes += tail.end - tail.start;
         ++dropped_;
+        dropped_bytes_ += tail.end - tail.start;
       }
       i += 2;
     }
@@ -105,6 +106,7 @@ bool MmapTable::Insert(const MapRecord& record) {
   counters.allocated_count += 1;
   if (!Reserve(count_ + 1)) {
     ++dropped_;
+    dropped_bytes_ += bytes;
     return false;
   }
   InsertAt(LowerBound(record.start), record);

@@ -55,6 +55,7 @@ class MmapTable {
   // Counters per kind (index KindIndex).
   const KindCounters& counters(int index) const { return counters_[index]; }
   uint64_t dropped() const { return dropped_; }
+  uint64_t dropped_bytes() const { return dropped_bytes_; }
   uint64_t unknown_unmaps() const { return unknown_unmaps_; }
 
   void ResetLockInChild();
@@ -70,6 +71,7 @@ class MmapTable {
   size_t capacity_;
   KindCounters counters_[kKindCount];
   uint64_t dropped_;
+  uint64_t dropped_bytes_;
   uint64_t unknown_unmaps_;
 };
 

@@ -341,6 +341,7 @@ void EncodeHealth(ProtoBuffer& out) {
   MmapTable& mappings = ProgramMappings();
   mappings.Lock();
   uint64_t mmap_dropped = mappings.dropped();
+  uint64_t mmap_dropped_bytes = mappings.dropped_bytes();
   uint64_t unknown_unmaps = mappings.unknown_unmaps();
   mappings.Unlock();
   ProtoBuffer health;
@@ -356,6 +357,7 @@ void EncodeHealth(ProtoBuffer& out) {
   health.UintField(9, StackCount());
   health.UintField(10, FramePointerFallbacks());
   health.UintField(11, g_previous_write_us);
+  health.UintField(12, HeapTable().dropped_bytes() + mmap_dropped_bytes);
   out.MessageField(8, health);
 }
 
