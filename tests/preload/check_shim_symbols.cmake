@@ -32,6 +32,16 @@ foreach(forbidden _Unwind_RaiseException _Unwind_Backtrace backtrace unw_backtra
     message(FATAL_ERROR "libretain.so exports ${forbidden}")
   endif()
 endforeach()
+# The re-entry guard and every other thread-local the hooks touch are
+# initial-exec TLS: a __tls_get_addr call could malloc and re-enter a hook.
+execute_process(COMMAND nm -D --undefined-only ${SHIM} OUTPUT_VARIABLE undefined)
+if(undefined MATCHES "__tls_get_addr")
+  message(FATAL_ERROR "libretain.so calls __tls_get_addr (dynamic TLS) ")
+endif()
+execute_process(COMMAND readelf -d ${SHIM} OUTPUT_VARIABLE flags)
+if(NOT flags MATCHES "STATIC_TLS")
+  message(FATAL_ERROR "libretain.so does not use the initial-exec TLS model")
+endif()
 execute_process(COMMAND nm ${SHIM} OUTPUT_VARIABLE all)
 if(all MATCHES "_GLOBAL__sub_I")
   message(FATAL_ERROR "libretain.so has a dynamic initialiser; hooks may run before it does")

@@ -262,5 +262,31 @@ TEST_F(SnapshotFieldsTest, Health) {
   EXPECT_EQ(health.previous_write_us(), 0u);  // the first snapshot of the process
 }
 
+// The shim's records live in its own mmap'd arena, never in the host's heap:
+// with 200,000 small blocks held, glibc's in-use bytes are the program's
+// blocks plus chunk headers, while the shim's arena holds the records.
+TEST(SnapshotArenaTest, RecordsLiveOutsideTheHostHeap) {
+  TempDir dir;
+  RunOptions options;
+  options.argv = {FixturePath("snapshot_fields"), "many", "200000"};
+  options.env = {{"RETAIN_DIR", dir.path()}};
+  options.preload = true;
+  RunResult result = retain::test::Run(options);
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data;
+  v1::Snapshot many;
+  for (const std::string& file : ListSnapshots(dir.path())) {
+    v1::Snapshot snapshot = LoadSnapshot(file);
+    if (snapshot.header().label() == "many") many = snapshot;
+  }
+  ASSERT_EQ(many.header().label(), "many");
+  constexpr uint64_t kBlocks = 200000;
+  uint64_t heap_live = LiveBytes(many, v1::KIND_HEAP);
+  EXPECT_GE(heap_live, kBlocks * 16);
+  // glibc's overhead for a 16-byte block is a 16-byte header; a shim record
+  // in the heap would add at least 40 more bytes per block.
+  EXPECT_LT(many.memory().malloc_in_use(), heap_live + kBlocks * 24);
+  EXPECT_GT(many.health().arena_bytes(), kBlocks * 40);
+}
+
 }  // namespace
 }  // namespace retain::test
