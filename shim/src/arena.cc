@@ -29,8 +29,8 @@ size_t RoundToPages(size_t bytes) { return (bytes + kPageSize - 1) & ~(kPageSize
 // The interposed mmap must not see the shim's own pages: go to the kernel.
 void* RawMap(size_t bytes) {
   int saved = errno;
-  long result = syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  long result =
+      syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;
   if (result < 0 && result > -4096) return nullptr;
   return reinterpret_cast<void*>(result);

@@ -50,13 +50,33 @@ bool ParseByteSize(const char* text, uint64_t* bytes) {
   }
   int shift = 0;
   switch (*p) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; ++p; break;
-    case 'm': case 'M': shift = 20; ++p; break;
-    case 'g': case 'G': shift = 30; ++p; break;
-    case 't': case 'T': shift = 40; ++p; break;
-    case 'b': case 'B': break;
-    default: return false;
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      ++p;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      ++p;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      ++p;
+      break;
+    case 't':
+    case 'T':
+      shift = 40;
+      ++p;
+      break;
+    case 'b':
+    case 'B':
+      break;
+    default:
+      return false;
   }
   // Accept an optional "i" then an optional "B" after the unit.
   if (shift != 0 && (*p == 'i' || *p == 'I')) ++p;
@@ -77,8 +97,8 @@ bool ParseSignal(const char* text, int* signal_number) {
   static const struct {
     const char* name;
     int number;
-  } kNames[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
-                {"WINCH", SIGWINCH}, {"URG", SIGURG}, {"PWR", SIGPWR}};
+  } kNames[] = {{"USR1", SIGUSR1},   {"USR2", SIGUSR2}, {"HUP", SIGHUP},
+                {"WINCH", SIGWINCH}, {"URG", SIGURG},   {"PWR", SIGPWR}};
   for (const auto& entry : kNames) {
     if (strcasecmp(text, entry.name) == 0) {
       *signal_number = entry.number;
@@ -91,8 +111,15 @@ bool ParseSignal(const char* text, int* signal_number) {
   }
   switch (number) {
     // Signals that mean a crash or cannot be caught are not ours to take.
-    case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL:
-    case SIGABRT: case SIGTRAP: case SIGSYS:
+    case SIGKILL:
+    case SIGSTOP:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGABRT:
+    case SIGTRAP:
+    case SIGSYS:
       return false;
     default:
       *signal_number = static_cast<int>(number);
@@ -116,8 +143,10 @@ void LoadConfig(Config* config) {
   config->snapshot_signal = SIGUSR2;
   if (const char* text = getenv("RETAIN_SIGNAL"); text != nullptr && *text != '\0') {
     if (!ParseSignal(text, &config->snapshot_signal)) {
-      LogWarning("RETAIN_SIGNAL='%.64s' is not none, USR1, USR2, HUP or a catchable signal number;"
-                 " using USR2", text);
+      LogWarning(
+          "RETAIN_SIGNAL='%.64s' is not none, USR1, USR2, HUP or a catchable signal number;"
+          " using USR2",
+          text);
       config->snapshot_signal = SIGUSR2;
     }
   }
@@ -146,8 +175,10 @@ void LoadConfig(Config* config) {
   if (const char* text = getenv("RETAIN_MAX_MEMORY"); text != nullptr && *text != '\0') {
     uint64_t bytes = 0;
     if (!ParseByteSize(text, &bytes) || (bytes != 0 && bytes < (uint64_t{1} << 20))) {
-      LogWarning("RETAIN_MAX_MEMORY='%.64s' is not a size of at least 1MiB (or 0 for no cap);"
-                 " using 2GiB", text);
+      LogWarning(
+          "RETAIN_MAX_MEMORY='%.64s' is not a size of at least 1MiB (or 0 for no cap);"
+          " using 2GiB",
+          text);
     } else {
       config->max_memory = bytes;
     }

@@ -73,10 +73,10 @@ bool ResolveRealFunctions() {
 
 void UnresolvedHooks(char* out, size_t size) {
   out[0] = '\0';
-#define RETAIN_CHECK(name)                                                   \
-  if (g_real.name == nullptr && strlen(out) + sizeof(#name) + 2 < size) {    \
-    if (out[0] != '\0') strcat(out, ",");                                    \
-    strcat(out, #name);                                                      \
+#define RETAIN_CHECK(name)                                                \
+  if (g_real.name == nullptr && strlen(out) + sizeof(#name) + 2 < size) { \
+    if (out[0] != '\0') strcat(out, ",");                                 \
+    strcat(out, #name);                                                   \
   }
   RETAIN_FOR_EACH_HOOK(RETAIN_CHECK)
 #undef RETAIN_CHECK

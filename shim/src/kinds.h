@@ -25,9 +25,9 @@ enum class Kind : uint8_t {
 
 // Dense index of each kind, for counter arrays.
 inline constexpr Kind kAllKinds[] = {
-    Kind::kHeap,          Kind::kMmapAnon,   Kind::kMmapFile,   Kind::kHipDevice,
-    Kind::kHipHost,       Kind::kHipManaged, Kind::kVulkanDevice, Kind::kCudaDevice,
-    Kind::kCudaHost,      Kind::kCudaManaged, Kind::kMetal,
+    Kind::kHeap,     Kind::kMmapAnon,    Kind::kMmapFile,     Kind::kHipDevice,
+    Kind::kHipHost,  Kind::kHipManaged,  Kind::kVulkanDevice, Kind::kCudaDevice,
+    Kind::kCudaHost, Kind::kCudaManaged, Kind::kMetal,
 };
 inline constexpr int kKindCount = sizeof(kAllKinds) / sizeof(kAllKinds[0]);
 

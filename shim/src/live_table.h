@@ -59,7 +59,7 @@ class LiveTable {
   // `*out`: for realloc, which must free the old record before the real call
   // and may have to put it back (Restore) when that call fails.
   bool Take(uintptr_t address, LiveRecord* out);
-  void Restore(const LiveRecord& record);  // undoes Take
+  void Restore(const LiveRecord& record);     // undoes Take
   void CountFreed(const LiveRecord& record);  // completes Take
 
   // Copies every record into `out` (capacity `capacity`, sized from

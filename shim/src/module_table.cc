@@ -29,7 +29,7 @@ struct RangeTable {
 
 SpinLock g_lock;
 ModuleEntry* g_modules[kMaxModules];  // guarded by g_lock
-uint32_t g_count;                      // guarded by g_lock
+uint32_t g_count;                     // guarded by g_lock
 // Replaced whole on every refresh; old tables are never freed (a reader may
 // still be looking at one, and refreshes are rare).
 std::atomic<RangeTable*> g_ranges;
@@ -42,8 +42,8 @@ std::atomic<uint64_t> g_last_refresh_us;
 bool IsNoFramePointerRuntime(const char* path) {
   const char* base = strrchr(path, '/');
   base = base == nullptr ? path : base + 1;
-  static const char* const kPrefixes[] = {"libc.so",   "libstdc++.so", "libgcc_s.so", "ld-linux",
-                                          "libm.so",   "libpthread.so", "libdl.so",   "linux-vdso",
+  static const char* const kPrefixes[] = {"libc.so",   "libstdc++.so",  "libgcc_s.so", "ld-linux",
+                                          "libm.so",   "libpthread.so", "libdl.so",    "linux-vdso",
                                           "libc++.so", "libc++abi.so"};
   for (const char* prefix : kPrefixes) {
     if (strncmp(base, prefix, strlen(prefix)) == 0) return true;

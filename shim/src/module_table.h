@@ -53,9 +53,9 @@ const ModuleEntry* MainModule();
 
 // Frame-pointer walker support: classifies a return address.
 enum class CodeKind {
-  kUnknown,        // not inside any known executable segment
-  kFramePointers,  // code assumed to keep frame pointers
-  kNoFramePointers // a runtime known to be built without them (libc, libstdc++, ...)
+  kUnknown,         // not inside any known executable segment
+  kFramePointers,   // code assumed to keep frame pointers
+  kNoFramePointers  // a runtime known to be built without them (libc, libstdc++, ...)
 };
 CodeKind ClassifyAddress(uintptr_t address);
 

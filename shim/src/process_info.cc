@@ -76,9 +76,7 @@ uint32_t ForkedFromPid() { return g_forked_from_pid; }
 uint64_t ProcessStartTicks() { return g_start_ticks; }
 uint64_t ShimStartUnixNs() { return g_start_unix_ns; }
 
-uint64_t MicrosSinceStart() {
-  return (ClockNs(CLOCK_MONOTONIC_COARSE) - g_start_coarse_ns) / 1000;
-}
+uint64_t MicrosSinceStart() { return (ClockNs(CLOCK_MONOTONIC_COARSE) - g_start_coarse_ns) / 1000; }
 
 uint64_t PreciseMicrosSinceStart() {
   return (ClockNs(CLOCK_MONOTONIC) - g_start_precise_ns) / 1000;

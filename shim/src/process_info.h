@@ -19,7 +19,7 @@ void ResetProcessInfoInChild();
 const char* ExePath();      // real path of the executable
 const char* ExeBaseName();  // its last component
 uint32_t Pid();
-uint32_t ForkedFromPid();   // 0 unless this process was forked from a traced one
+uint32_t ForkedFromPid();  // 0 unless this process was forked from a traced one
 uint64_t ProcessStartTicks();
 uint64_t ShimStartUnixNs();
 

@@ -117,8 +117,8 @@ class BlockEncoder {
     if (any_tag_) block_.PackedField(8, tag_);
     if (any_flags_) block_.PackedField(9, flags_);
     out_.MessageField(5, block_);
-    for (ProtoBuffer* column : {&address_, &size_, &kind_, &stack_, &sequence_, &time_, &thread_,
-                                &tag_, &flags_}) {
+    for (ProtoBuffer* column :
+         {&address_, &size_, &kind_, &stack_, &sequence_, &time_, &thread_, &tag_, &flags_}) {
       if (column->failed()) failed_ = true;
       column->Clear();
     }
@@ -166,7 +166,8 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t
   header.UintField(3, static_cast<uint64_t>(getppid()));
   header.UintField(4, ProcessStartTicks());
   header.StringField(5, ExePath());
-  if (const ModuleEntry* main = MainModule()) header.BytesField(6, main->build_id, main->build_id_size);
+  if (const ModuleEntry* main = MainModule())
+    header.BytesField(6, main->build_id, main->build_id_size);
   // argv, from /proc/self/cmdline (NUL-separated).
   constexpr size_t kCmdlineMax = 128 * 1024;
   if (auto* cmdline = static_cast<char*>(MapScratchPages(kCmdlineMax))) {
@@ -268,8 +269,8 @@ bool EncodeHeap(Output& output, BlockEncoder& blocks) {
   bool ok = true;
   for (size_t i = 0; i < count && ok; ++i) {
     const LiveRecord& r = records[i];
-    blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, 0, r.stack_id,
-                   r.thread_id, r.tag_id, r.kind});
+    blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, 0, r.stack_id, r.thread_id,
+                   r.tag_id, r.kind});
     if (i % kBlockRows == 0) ok = !blocks.failed() && output.MaybeFlush();
   }
   blocks.Flush();
@@ -290,8 +291,8 @@ bool EncodeMappings(Output& output, BlockEncoder& blocks) {
   table.Unlock();
   for (size_t i = 0; i < count; ++i) {  // already in address order
     const MapRecord& r = scratch[i];
-    blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags,
-                   r.stack_id, r.thread_id, r.tag_id, r.kind});
+    blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags, r.stack_id,
+                   r.thread_id, r.tag_id, r.kind});
   }
   blocks.Flush();
   UnmapScratchPages(scratch, sizeof(MapRecord) * capacity);

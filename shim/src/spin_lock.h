@@ -9,7 +9,6 @@
 
 #include <sched.h>
 
-
 namespace retain::shim {
 
 inline void CpuRelax() {

@@ -107,7 +107,7 @@ __attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
       if (kind == CodeKind::kNoFramePointers) return -1;
     }
     frames[count++] = ret;
-    if (next == 0) break;  // outermost frame
+    if (next == 0) break;                           // outermost frame
     if (kind == CodeKind::kNoFramePointers) break;  // a runtime's entry frame: chain ends here
     if (next <= fp || next + 16 > high || (next & 7) != 0) return -1;
     fp = next;
@@ -137,8 +137,8 @@ bool LoadUnwinder() {
   void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) return false;
   auto backtrace = reinterpret_cast<BacktraceFn>(dlsym(handle, "unw_backtrace"));
-  auto set_caching = reinterpret_cast<SetCachingPolicyFn>(
-      dlsym(handle, RETAIN_UNW_PREFIX "set_caching_policy"));
+  auto set_caching =
+      reinterpret_cast<SetCachingPolicyFn>(dlsym(handle, RETAIN_UNW_PREFIX "set_caching_policy"));
   void* address_space = dlsym(handle, RETAIN_UNW_PREFIX "local_addr_space");
   if (backtrace == nullptr) return false;
   if (set_caching != nullptr && address_space != nullptr) {

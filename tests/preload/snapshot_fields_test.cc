@@ -171,7 +171,8 @@ TEST_F(SnapshotFieldsTest, Modules) {
     }
   }
   EXPECT_TRUE(paths.count(snapshot_.header().exe_path()));
-  EXPECT_TRUE(paths.count(ShimPath()) || paths.count(std::string(realpath(ShimPath().c_str(), nullptr))));
+  EXPECT_TRUE(paths.count(ShimPath()) ||
+              paths.count(std::string(realpath(ShimPath().c_str(), nullptr))));
   bool has_libc = false;
   for (const std::string& path : paths) has_libc |= path.find("libc.so.6") != std::string::npos;
   EXPECT_TRUE(has_libc);
@@ -216,7 +217,8 @@ TEST_F(SnapshotFieldsTest, AllocationsAndStacks) {
   ASSERT_NE(anon, nullptr);
   EXPECT_EQ(anon->kind, v1::KIND_MMAP_ANON);
   EXPECT_EQ(anon->size, 3u * 4096);
-  EXPECT_EQ(anon->flags, uint64_t(PROT_READ | PROT_WRITE) | (uint64_t(MAP_PRIVATE | MAP_ANONYMOUS) << 8));
+  EXPECT_EQ(anon->flags,
+            uint64_t(PROT_READ | PROT_WRITE) | (uint64_t(MAP_PRIVATE | MAP_ANONYMOUS) << 8));
   EXPECT_NE(anon->stack_id, 0u);
   ASSERT_NE(file, nullptr);
   EXPECT_EQ(file->kind, v1::KIND_MMAP_FILE);

@@ -1,10 +1,10 @@
 // Configuration parsing: sizes, signals, and the defaults bad values fall
 // back to.
-#include "config.h"
-
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+
+#include "config.h"
 
 namespace retain::shim {
 namespace {
@@ -25,8 +25,8 @@ TEST(ConfigTest, ParsesByteSizes) {
   EXPECT_EQ(bytes, uint64_t{1} << 40);
   EXPECT_TRUE(ParseByteSize("0", &bytes));
   EXPECT_EQ(bytes, 0u);
-  for (const char* bad : {"", "lots", "-1", "12X", "1.5G", "M", "99999999999999999999",
-                          "20000000000G", "64KiBs"}) {
+  for (const char* bad :
+       {"", "lots", "-1", "12X", "1.5G", "M", "99999999999999999999", "20000000000G", "64KiBs"}) {
     EXPECT_FALSE(ParseByteSize(bad, &bytes)) << bad;
   }
 }

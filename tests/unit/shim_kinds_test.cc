@@ -1,9 +1,8 @@
 // The shim writes kinds and triggers as raw numbers; they must be the values
 // proto/retain.proto gives them, or every snapshot would be misread.
-#include "kinds.h"
-
 #include <gtest/gtest.h>
 
+#include "kinds.h"
 #include "retain.pb.h"
 #include "snapshot_writer.h"
 

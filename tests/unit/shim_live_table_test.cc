@@ -1,7 +1,5 @@
 // LiveTable: exact bookkeeping under random operations (checked against a
 // std::unordered_map), counters, Take/Restore, and threads.
-#include "live_table.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,6 +7,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "live_table.h"
 
 namespace retain::shim {
 namespace {

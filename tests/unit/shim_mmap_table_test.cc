@@ -1,10 +1,10 @@
 // MmapTable: ranges are trimmed, split and replaced exactly as the kernel's
 // address space changes under munmap, MAP_FIXED and mremap.
-#include "mmap_table.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
+
+#include "mmap_table.h"
 
 namespace retain::shim {
 namespace {
@@ -50,7 +50,7 @@ TEST_F(MmapTableTest, InsertAndRemoveWhole) {
 
 TEST_F(MmapTableTest, TrimFrontAndBack) {
   table().Insert(MakeMap(0x10000, 8));
-  table().RemoveRange(0x10000, 0x10000 + 2 * kPage);             // front
+  table().RemoveRange(0x10000, 0x10000 + 2 * kPage);              // front
   table().RemoveRange(0x10000 + 7 * kPage, 0x10000 + 8 * kPage);  // back
   std::vector<MapRecord> records = Records(table());
   ASSERT_EQ(records.size(), 1u);
@@ -115,7 +115,8 @@ TEST_F(MmapTableTest, LookupFindsTheContainingRecord) {
 }
 
 TEST_F(MmapTableTest, ManyRecordsStaySortedAndCounted) {
-  for (uintptr_t i = 0; i < 5000; ++i) table().Insert(MakeMap(0x100000 + (4999 - i) * 2 * kPage, 1));
+  for (uintptr_t i = 0; i < 5000; ++i)
+    table().Insert(MakeMap(0x100000 + (4999 - i) * 2 * kPage, 1));
   std::vector<MapRecord> records = Records(table());
   ASSERT_EQ(records.size(), 5000u);
   for (size_t i = 1; i < records.size(); ++i) EXPECT_LT(records[i - 1].end, records[i].start + 1);

@@ -1,7 +1,5 @@
 // The shim's hand-written wire encoder must produce bytes the generated
 // protobuf classes parse to the same values.
-#include "wire_encoder.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,6 +7,7 @@
 #include <string>
 
 #include "retain.pb.h"
+#include "wire_encoder.h"
 
 namespace retain::shim {
 namespace {

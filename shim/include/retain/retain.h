@@ -45,11 +45,10 @@ extern "C" {
 RETAIN_API_DECL int retain_snapshot(const char *label);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 /* Calls retain_snapshot(label) when the shim is loaded; otherwise nothing. */
-#define RETAIN_SNAPSHOT(label) \
-  ((retain_snapshot) != 0 ? retain_snapshot(label) : -1)
+#define RETAIN_SNAPSHOT(label) ((retain_snapshot) != 0 ? retain_snapshot(label) : -1)
 
 #endif /* RETAIN_RETAIN_H_ */
