@@ -1,0 +1,27 @@
+# Process-level preload tests: real programs (python3, git, sort) and the
+# proc_* fixtures (tests/fixtures/processes.cmake) run under libretain.so:
+# transparency, errno, fork/exec, dlopen/dlclose, exceptions, signals and
+# atomic snapshot writes. One GoogleTest binary; every test runs the
+# programs it needs itself.
+set(_proc_dir ${CMAKE_CURRENT_LIST_DIR})
+
+add_executable(proc_preload_test
+  ${_proc_dir}/proc_helpers.cc
+  ${_proc_dir}/proc_transparency_test.cc
+  ${_proc_dir}/proc_errno_test.cc
+  ${_proc_dir}/proc_fork_exec_test.cc
+  ${_proc_dir}/proc_dlopen_test.cc
+  ${_proc_dir}/proc_exceptions_test.cc
+  ${_proc_dir}/proc_signals_test.cc
+  ${_proc_dir}/proc_atomic_write_test.cc)
+target_include_directories(proc_preload_test PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(proc_preload_test PRIVATE retain_test_support GTest::gtest_main)
+
+# The tests run the shim and the fixtures: build them first.
+get_property(_proc_fixtures GLOBAL PROPERTY RETAIN_PROC_FIXTURES)
+add_dependencies(proc_preload_test retain ${_proc_fixtures})
+
+gtest_discover_tests(proc_preload_test
+  DISCOVERY_TIMEOUT 120
+  DISCOVERY_MODE PRE_TEST
+  PROPERTIES LABELS "preload" TIMEOUT 300)
