@@ -76,6 +76,7 @@ bool LiveTable::Insert(LiveRecord record, std::atomic<uint64_t>& birth_counter) 
   counters.allocated_bytes += record.size;
   counters.allocated_count += 1;
   if (LiveRecord* stale = Find(shard, hash, record.address)) {
+    __atomic_fetch_add(&missed_frees_, 1, __ATOMIC_RELAXED);
     KindCounters& stale_counters = shard.counters[KindIndex(stale->kind)];
     stale_counters.freed_bytes += stale->size;
     stale_counters.freed_count += 1;
@@ -154,20 +155,26 @@ size_t LiveTable::Count() {
   return result;
 }
 
-size_t LiveTable::CopyAll(LiveRecord* out, size_t capacity, uint64_t* missed) {
+size_t LiveTable::CountLocked() const {
+  size_t result = 0;
+  for (const Shard& shard : shards_) result += shard.count;
+  return result;
+}
+
+size_t LiveTable::CopyLocked(LiveRecord* out) const {
   size_t copied = 0;
-  for (Shard& shard : shards_) {
-    SpinLockHolder hold(shard.lock);
+  for (const Shard& shard : shards_) {
     for (uint32_t i = 0; i < shard.capacity; ++i) {
-      if (shard.slots[i].address == 0) continue;
-      if (copied == capacity) {
-        ++*missed;
-        continue;
-      }
-      out[copied++] = shard.slots[i];
+      if (shard.slots[i].address != 0) out[copied++] = shard.slots[i];
     }
   }
   return copied;
+}
+
+void LiveTable::SumCountersLocked(KindCounters* counters) const {
+  for (const Shard& shard : shards_) {
+    for (int k = 0; k < kKindCount; ++k) counters[k].Add(shard.counters[k]);
+  }
 }
 
 void LiveTable::SumCounters(KindCounters* counters) {
@@ -177,11 +184,11 @@ void LiveTable::SumCounters(KindCounters* counters) {
   }
 }
 
-void LiveTable::LockAllForFork() {
+void LiveTable::LockAll() {
   for (Shard& shard : shards_) shard.lock.Lock();
 }
 
-void LiveTable::UnlockAllForFork() {
+void LiveTable::UnlockAll() {
   for (Shard& shard : shards_) shard.lock.Unlock();
 }
 

@@ -62,27 +62,34 @@ class LiveTable {
   void Restore(const LiveRecord& record);     // undoes Take
   void CountFreed(const LiveRecord& record);  // completes Take
 
-  // Copies every record into `out` (capacity `capacity`, sized from
-  // Count()), each shard under its lock, so each record is consistent and
-  // every record inserted before the call started is there. Returns the
-  // number copied; records that did not fit (the table grew meanwhile) are
-  // counted in `*missed`.
-  size_t CopyAll(LiveRecord* out, size_t capacity, uint64_t* missed);
+  // Every shard's lock, in order: the table cannot change until UnlockAll().
+  // The snapshot writer holds them while it copies, so a snapshot is one
+  // point in time. Also used around fork().
+  void LockAll();
+  void UnlockAll();
+  void ResetLocksInChild();
 
-  // Number of records now.
+  // With LockAll() held: the number of records, a copy of them into `out`
+  // (capacity at least CountLocked()), and the counters.
+  size_t CountLocked() const;
+  size_t CopyLocked(LiveRecord* out) const;
+  void SumCountersLocked(KindCounters* counters) const;
+
+  // Number of records now (each shard's count read under its lock).
   size_t Count();
 
   // Sums the per-kind counters of all shards into counters[kKindCount].
   void SumCounters(KindCounters* counters);
 
+  // Records replaced by an allocation at the same address: a free the shim
+  // did not see (glibc freeing internally, or a free from a signal handler
+  // interrupting the shim).
+  uint64_t missed_frees() const { return __atomic_load_n(&missed_frees_, __ATOMIC_RELAXED); }
+
   // Allocations not recorded for lack of memory, and their bytes.
   uint64_t dropped() const { return __atomic_load_n(&dropped_, __ATOMIC_RELAXED); }
   uint64_t dropped_bytes() const { return __atomic_load_n(&dropped_bytes_, __ATOMIC_RELAXED); }
 
-  // fork(): prepare takes every shard lock; parent releases; child resets.
-  void LockAllForFork();
-  void UnlockAllForFork();
-  void ResetLocksInChild();
 
  private:
   struct alignas(64) Shard {
@@ -103,6 +110,7 @@ class LiveTable {
   Shard shards_[kShardCount];
   uint64_t dropped_;  // atomic builtins, see SpinLock::locked_
   uint64_t dropped_bytes_;
+  uint64_t missed_frees_;
 };
 
 }  // namespace retain::shim

@@ -88,12 +88,4 @@ void RecordUnmapping(void* address, size_t length) {
   }
 }
 
-void SumAllCounters(KindCounters* counters) {
-  g_heap.SumCounters(counters);
-  MmapTable& mappings = ProgramMappings();
-  mappings.Lock();
-  for (int k = 0; k < kKindCount; ++k) counters[k].Add(mappings.counters(k));
-  mappings.Unlock();
-}
-
 }  // namespace retain::shim

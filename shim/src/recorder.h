@@ -45,8 +45,6 @@ uint64_t ReentriesSkipped();
 uint64_t NextBirthSequence();
 uint64_t UnknownFrees();
 
-// Sums counters of every table into counters[kKindCount].
-void SumAllCounters(KindCounters* counters);
 
 }  // namespace retain::shim
 

@@ -36,13 +36,13 @@ void ForkPrepare() {
   ModuleTableLockForFork();
   ProgramMappings().Lock();
   StackTableLockForFork();
-  HeapTable().LockAllForFork();
+  HeapTable().LockAll();
   ArenaLockForFork();
 }
 
 void ForkParent() {
   ArenaUnlockForFork();
-  HeapTable().UnlockAllForFork();
+  HeapTable().UnlockAll();
   StackTableUnlockForFork();
   ProgramMappings().Unlock();
   ModuleTableUnlockForFork();

@@ -244,59 +244,84 @@ void EncodeModules(ProtoBuffer& out) {
   });
 }
 
-// Heap records, copied shard by shard (each under its lock), then sorted by
-// address as a whole so the address deltas stay small.
-bool EncodeHeap(Output& output, BlockEncoder& blocks) {
-  LiveTable& table = HeapTable();
-  size_t capacity = table.Count() * 9 / 8 + 1024;
-  LiveRecord* records = nullptr;
-  size_t count = 0;
-  uint64_t missed = 0;
-  // Other threads keep allocating: if the table outgrew the copy, retry larger.
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    records = static_cast<LiveRecord*>(MapScratchPages(sizeof(LiveRecord) * capacity));
-    if (records == nullptr) return false;
-    missed = 0;
-    count = table.CopyAll(records, capacity, &missed);
-    if (missed == 0) break;
-    UnmapScratchPages(records, sizeof(LiveRecord) * capacity);
-    records = nullptr;
-    capacity = (capacity + missed) * 2;
+// Both tables and their counters as of one instant: the mappings lock and
+// every heap shard lock are held together while they are copied (the
+// program's allocating threads wait for the copy, a few milliseconds per
+// hundred thousand records; they never wait for the encoding or the disk).
+struct TableCapture {
+  LiveRecord* heap = nullptr;
+  size_t heap_count = 0;
+  size_t heap_capacity = 0;
+  MapRecord* maps = nullptr;
+  size_t map_count = 0;
+  size_t map_capacity = 0;
+  KindCounters counters[kKindCount] = {};
+  uint64_t next_birth_sequence = 0;
+  uint64_t missed_frees = 0;
+
+  ~TableCapture() { Release(); }
+  void Release() {
+    UnmapScratchPages(heap, sizeof(LiveRecord) * heap_capacity);
+    UnmapScratchPages(maps, sizeof(MapRecord) * map_capacity);
+    heap = nullptr;
+    maps = nullptr;
   }
-  if (records == nullptr) return false;
-  std::sort(records, records + count,
-            [](const LiveRecord& a, const LiveRecord& b) { return a.address < b.address; });
-  bool ok = true;
-  for (size_t i = 0; i < count && ok; ++i) {
-    const LiveRecord& r = records[i];
-    blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, 0, r.stack_id, r.thread_id,
-                   r.tag_id, r.kind});
-    if (i % kBlockRows == 0) ok = !blocks.failed() && output.MaybeFlush();
+};
+
+bool CaptureTables(TableCapture& capture) {
+  LiveTable& heap = HeapTable();
+  MmapTable& maps = ProgramMappings();
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    maps.Lock();
+    size_t map_estimate = maps.size();
+    maps.Unlock();
+    capture.Release();
+    capture.heap_capacity = heap.Count() * 9 / 8 + 1024 * (attempt + 1);
+    capture.map_capacity = map_estimate + 64;
+    capture.heap =
+        static_cast<LiveRecord*>(MapScratchPages(sizeof(LiveRecord) * capture.heap_capacity));
+    capture.maps =
+        static_cast<MapRecord*>(MapScratchPages(sizeof(MapRecord) * capture.map_capacity));
+    if (capture.heap == nullptr || capture.maps == nullptr) return false;
+    maps.Lock();
+    heap.LockAll();
+    bool fits = heap.CountLocked() <= capture.heap_capacity && maps.size() <= capture.map_capacity;
+    if (fits) {
+      capture.heap_count = heap.CopyLocked(capture.heap);
+      capture.map_count = maps.Copy(capture.maps, capture.map_capacity);
+      heap.SumCountersLocked(capture.counters);
+      for (int k = 0; k < kKindCount; ++k) capture.counters[k].Add(maps.counters(k));
+      // Read with every table locked: every record numbered below this is
+      // in the copy, and none numbered at or above it.
+      capture.next_birth_sequence = NextBirthSequence();
+      capture.missed_frees = heap.missed_frees();
+    }
+    heap.UnlockAll();
+    maps.Unlock();
+    if (fits) return true;
   }
-  blocks.Flush();
-  UnmapScratchPages(records, sizeof(LiveRecord) * capacity);
-  // A record that did not fit would silently be missing: fail instead.
-  return ok && missed == 0 && !blocks.failed() && output.MaybeFlush();
+  return false;
 }
 
-bool EncodeMappings(Output& output, BlockEncoder& blocks) {
-  MmapTable& table = ProgramMappings();
-  table.Lock();
-  size_t capacity = table.size() + 1;
-  table.Unlock();
-  auto* scratch = static_cast<MapRecord*>(MapScratchPages(sizeof(MapRecord) * capacity));
-  if (scratch == nullptr) return false;
-  table.Lock();
-  size_t count = table.Copy(scratch, capacity);
-  table.Unlock();
-  for (size_t i = 0; i < count; ++i) {  // already in address order
-    const MapRecord& r = scratch[i];
-    blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags, r.stack_id,
+// Heap rows sorted by address so the deltas stay small, then mapping rows
+// (already in address order).
+bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& capture) {
+  std::sort(capture.heap, capture.heap + capture.heap_count,
+            [](const LiveRecord& a, const LiveRecord& b) { return a.address < b.address; });
+  bool ok = true;
+  for (size_t i = 0; i < capture.heap_count && ok; ++i) {
+    const LiveRecord& r = capture.heap[i];
+    blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, 0, r.stack_id,
                    r.thread_id, r.tag_id, r.kind});
+    if (i % kBlockRows == 0) ok = !blocks.failed() && output.MaybeFlush();
+  }
+  for (size_t i = 0; i < capture.map_count && ok; ++i) {
+    const MapRecord& r = capture.maps[i];
+    blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags,
+                   r.stack_id, r.thread_id, r.tag_id, r.kind});
   }
   blocks.Flush();
-  UnmapScratchPages(scratch, sizeof(MapRecord) * capacity);
-  return !blocks.failed() && output.MaybeFlush();
+  return ok && !blocks.failed() && output.MaybeFlush();
 }
 
 bool EncodeStacks(Output& output, const IdSet& referenced) {
@@ -319,9 +344,7 @@ bool EncodeStacks(Output& output, const IdSet& referenced) {
   return true;
 }
 
-void EncodeTotals(ProtoBuffer& out) {
-  KindCounters counters[kKindCount] = {};
-  SumAllCounters(counters);
+void EncodeTotals(ProtoBuffer& out, const KindCounters* counters) {
   ProtoBuffer totals;
   for (int k = 0; k < kKindCount; ++k) {
     const KindCounters& c = counters[k];
@@ -338,7 +361,7 @@ void EncodeTotals(ProtoBuffer& out) {
   }
 }
 
-void EncodeHealth(ProtoBuffer& out) {
+void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   MmapTable& mappings = ProgramMappings();
   mappings.Lock();
   uint64_t mmap_dropped = mappings.dropped();
@@ -359,6 +382,7 @@ void EncodeHealth(ProtoBuffer& out) {
   health.UintField(10, FramePointerFallbacks());
   health.UintField(11, g_previous_write_us);
   health.UintField(12, HeapTable().dropped_bytes() + mmap_dropped_bytes);
+  health.UintField(13, capture.missed_frees);
   out.MessageField(8, health);
 }
 
@@ -388,26 +412,26 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
   }
   uint64_t started_us = PreciseMicrosSinceStart();
   RefreshModules();
-  // Read before any table is copied: every record numbered below this is in
-  // the tables we are about to copy (see LiveTable::Insert).
-  uint64_t next_birth_sequence = NextBirthSequence();
-
   bool ok;
   {
+    TableCapture capture;
+    ok = CaptureTables(capture);
     Output output(fd);
     IdSet referenced;
-    EncodeHeader(output.buffer(), trigger, label, sequence, next_birth_sequence);
-    EncodeMemory(output.buffer());
-    EncodeModules(output.buffer());
-    ok = output.Flush();
-    {
+    if (ok) {
+      EncodeHeader(output.buffer(), trigger, label, sequence, capture.next_birth_sequence);
+      EncodeMemory(output.buffer());
+      EncodeModules(output.buffer());
+      ok = output.Flush();
+    }
+    if (ok) {
       BlockEncoder blocks(output.buffer(), referenced);
-      ok = ok && EncodeHeap(output, blocks) && EncodeMappings(output, blocks);
+      ok = EncodeAllocations(output, blocks, capture);
     }
     ok = ok && EncodeStacks(output, referenced);
     if (ok) {
-      EncodeTotals(output.buffer());
-      EncodeHealth(output.buffer());
+      EncodeTotals(output.buffer(), capture.counters);
+      EncodeHealth(output.buffer(), capture);
       ok = output.Flush();
     }
   }

@@ -107,19 +107,21 @@ TEST(ProcSnapshotSignal, SigUsr2WhileFourThreadsAllocate) {
     const v1::Snapshot& snapshot = by_sequence[sequence];
     EXPECT_EQ(snapshot.header().trigger(), v1::TRIGGER_SIGNAL);
     // Every worker holds 1024 blocks (1023 between a free and the next
-    // malloc) at every instant. The shim copies its table shard by shard
-    // while the workers churn, so a block freed and its replacement born
-    // during the copy can both be in it or both be missing: measured
-    // 1000..1065 over 128 samples. The bounds allow that and still catch a
-    // worker missing, or rows kept after their free.
+    // malloc) at every instant, and a snapshot is one instant (the shim
+    // holds every table lock while it copies), so each worker has exactly
+    // 1023 or 1024 rows, and the totals agree with the rows exactly.
     std::map<uint32_t, int> rows_by_thread;
     for (const tool::Allocation& row : tool::FlattenAllocations(snapshot)) {
       if (row.kind == v1::KIND_HEAP) ++rows_by_thread[row.thread_id];
     }
     for (uint32_t tid : workers.tids) {
-      EXPECT_GE(rows_by_thread[tid], 900) << "worker " << tid;
-      EXPECT_LE(rows_by_thread[tid], 1150) << "worker " << tid;
+      EXPECT_GE(rows_by_thread[tid], 1023) << "worker " << tid;
+      EXPECT_LE(rows_by_thread[tid], 1024) << "worker " << tid;
     }
+    EXPECT_EQ(TotalsFor(snapshot, v1::KIND_HEAP).live_count(),
+              LiveCount(snapshot, v1::KIND_HEAP));
+    EXPECT_EQ(TotalsFor(snapshot, v1::KIND_HEAP).live_bytes(),
+              LiveBytes(snapshot, v1::KIND_HEAP));
   }
   EXPECT_EQ(by_sequence[kSignals + 1].header().trigger(), v1::TRIGGER_EXIT);
 }

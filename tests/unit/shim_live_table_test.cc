@@ -23,10 +23,10 @@ LiveRecord MakeRecord(uintptr_t address, uint64_t size, Kind kind = Kind::kHeap)
 }
 
 std::vector<LiveRecord> CopyAll(LiveTable& table) {
-  std::vector<LiveRecord> records(table.Count() + 16);
-  uint64_t missed = 0;
-  records.resize(table.CopyAll(records.data(), records.size(), &missed));
-  EXPECT_EQ(missed, 0u);
+  table.LockAll();
+  std::vector<LiveRecord> records(table.CountLocked());
+  records.resize(table.CopyLocked(records.data()));
+  table.UnlockAll();
   return records;
 }
 
@@ -69,6 +69,7 @@ TEST(LiveTableTest, ReinsertAtSameAddressReplacesAndCountsTheMissedFree) {
   EXPECT_EQ(c.live_bytes, 30u);
   EXPECT_EQ(c.live_count, 1u);
   EXPECT_EQ(c.freed_bytes, 100u);
+  EXPECT_EQ(table.missed_frees(), 1u);
 }
 
 TEST(LiveTableTest, TakeRestoreAndCountFreed) {
