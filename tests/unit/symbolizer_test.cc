@@ -1,0 +1,669 @@
+// Tests for tools/lib/symbolizer: real programs (tests/fixtures/sym_program.cc
+// and its shared library, built with -g -O2) run under the shim, and the
+// stacks of their snapshots symbolized: names, files, lines and inlined
+// frames; files replaced or gone since the snapshot; a sysroot; separate
+// debug files made with objcopy; and how fast cached lookups are.
+#include "tools/lib/symbolizer.h"
+
+#include <elf.h>
+#include <link.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "retain.pb.h"
+#include "tests/support/test_support.h"
+#include "tools/lib/snapshot_reader.h"
+
+namespace retain::tool {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::SizeIs;
+using ::testing::StartsWith;
+using test::FixtureLibraryPath;
+using test::FixturePath;
+using test::TempDir;
+
+constexpr uint64_t kNamedSize = 1001;
+constexpr uint64_t kInlinedSize = 1002;
+constexpr uint64_t kLibrarySize = 1003;
+
+std::string Basename(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+// "SYM-LINE name" markers of a fixture source file: name -> line number.
+std::map<std::string, int> MarkedLines(const std::string& file) {
+  std::map<std::string, int> lines;
+  std::ifstream in(test::SourceRoot() + "/tests/fixtures/" + file);
+  std::string text;
+  for (int number = 1; std::getline(in, text); ++number) {
+    size_t at = text.find("SYM-LINE ");
+    if (at != std::string::npos) lines[text.substr(at + 9)] = number;
+  }
+  EXPECT_FALSE(lines.empty()) << "no SYM-LINE markers in " << file;
+  return lines;
+}
+
+void CopyFile(const std::string& from, const std::string& to) {
+  std::filesystem::create_directories(std::filesystem::path(to).parent_path());
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+}
+
+int Shell(const std::string& command) {
+  int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Runs `program` under the shim and returns the snapshot it wrote at exit.
+v1::Snapshot RunUnderShim(const std::string& program) {
+  TempDir out;
+  test::RunOptions options;
+  options.argv = {program};
+  options.env = {{"RETAIN_DIR", out.path()}};
+  options.preload = true;
+  test::RunResult result = test::Run(options);
+  EXPECT_EQ(result.exit_code, 0) << result.stderr_data;
+  std::vector<std::string> snapshots = test::ListSnapshots(out.path());
+  EXPECT_THAT(snapshots, SizeIs(1));
+  if (snapshots.empty()) return v1::Snapshot();
+  return test::LoadSnapshot(snapshots[0]);
+}
+
+// The stack of the heap allocation of `size` bytes.
+const v1::Stack* StackOfSize(const v1::Snapshot& snapshot, uint64_t size) {
+  for (const Allocation& row : FlattenAllocations(snapshot)) {
+    if (row.size == size && row.kind == v1::KIND_HEAP) return FindStack(snapshot, row.stack_id);
+  }
+  ADD_FAILURE() << "no heap allocation of " << size << " bytes";
+  return nullptr;
+}
+
+std::vector<const SymbolizedAddress*> SymbolizeStack(Symbolizer& symbolizer,
+                                                     const v1::Snapshot& snapshot,
+                                                     const v1::Stack& stack) {
+  std::vector<const SymbolizedAddress*> result;
+  for (int i = 0; i < stack.frames_size(); ++i) {
+    result.push_back(&symbolizer.Symbolize(snapshot, stack.frames(i), i));
+  }
+  return result;
+}
+
+std::string Describe(const SymbolizedAddress& address) {
+  std::string text = absl::StrCat(address.module, "+0x", absl::Hex(address.module_offset), ":");
+  for (const SourceFrame& frame : address.frames) {
+    absl::StrAppend(&text, " [", frame.function, " ", frame.file, ":", frame.line,
+                    frame.inlined ? " inlined" : "", "]");
+  }
+  return text;
+}
+
+std::string DescribeStack(const std::vector<const SymbolizedAddress*>& stack) {
+  std::string text;
+  for (const SymbolizedAddress* address : stack) absl::StrAppend(&text, "\n  ", Describe(*address));
+  return text;
+}
+
+// A copy of `snapshot` whose module at `old_path` is recorded at `new_path`.
+v1::Snapshot WithModulePath(v1::Snapshot snapshot, const std::string& old_path,
+                            const std::string& new_path) {
+  for (v1::Module& module : *snapshot.mutable_modules()) {
+    if (module.path() == old_path) module.set_path(new_path);
+  }
+  return snapshot;
+}
+
+const v1::Module* ModuleNamed(const v1::Snapshot& snapshot, const std::string& base) {
+  for (const v1::Module& module : snapshot.modules()) {
+    if (Basename(module.path()) == base) return &module;
+  }
+  return nullptr;
+}
+
+// One run of sym_program under the shim for the whole suite.
+class SymbolizerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    snapshot_ = new v1::Snapshot(RunUnderShim(FixturePath("sym_program")));
+  }
+  static void TearDownTestSuite() {
+    delete snapshot_;
+    snapshot_ = nullptr;
+  }
+  static const v1::Snapshot& snapshot() { return *snapshot_; }
+
+  static v1::Snapshot* snapshot_;
+};
+
+v1::Snapshot* SymbolizerTest::snapshot_ = nullptr;
+
+TEST_F(SymbolizerTest, NoinlineFunctionHasItsFullNameFileAndLine) {
+  const std::map<std::string, int> lines = MarkedLines("sym_program.cc");
+  const v1::Stack* stack = StackOfSize(snapshot(), kNamedSize);
+  ASSERT_NE(stack, nullptr);
+  ASSERT_GE(stack->frames_size(), 2);
+  Symbolizer symbolizer;
+  std::vector<const SymbolizedAddress*> frames = SymbolizeStack(symbolizer, snapshot(), *stack);
+  SCOPED_TRACE(DescribeStack(frames));
+
+  const SymbolizedAddress& site = *frames[0];
+  EXPECT_EQ(site.module, FixturePath("sym_program"));
+  ASSERT_THAT(site.frames, SizeIs(1));
+  EXPECT_EQ(site.frames[0].function, "symfix::NamedAllocate(unsigned long, symfix::Tag const&)");
+  EXPECT_EQ(Basename(site.frames[0].file), "sym_program.cc");
+  EXPECT_EQ(site.frames[0].line, lines.at("named-malloc"));
+  EXPECT_FALSE(site.frames[0].inlined);
+
+  const SymbolizedAddress& caller = *frames[1];
+  ASSERT_THAT(caller.frames, SizeIs(1));
+  EXPECT_EQ(caller.frames[0].function, "main");
+  EXPECT_EQ(Basename(caller.frames[0].file), "sym_program.cc");
+  EXPECT_THAT(symbolizer.TakeWarnings(), IsEmpty());
+}
+
+TEST_F(SymbolizerTest, InlinedFunctionComesFirstThenItsCaller) {
+  const std::map<std::string, int> lines = MarkedLines("sym_program.cc");
+  const v1::Stack* stack = StackOfSize(snapshot(), kInlinedSize);
+  ASSERT_NE(stack, nullptr);
+  Symbolizer symbolizer;
+  std::vector<const SymbolizedAddress*> frames = SymbolizeStack(symbolizer, snapshot(), *stack);
+  SCOPED_TRACE(DescribeStack(frames));
+
+  const SymbolizedAddress& site = *frames[0];
+  ASSERT_THAT(site.frames, SizeIs(2));
+  EXPECT_EQ(site.frames[0].function, "symfix::InlinedAllocate(unsigned long)");
+  EXPECT_EQ(Basename(site.frames[0].file), "sym_program.cc");
+  EXPECT_EQ(site.frames[0].line, lines.at("inlined-malloc"));
+  EXPECT_TRUE(site.frames[0].inlined);
+  EXPECT_EQ(site.frames[1].function, "symfix::InlineCaller(unsigned long)");
+  EXPECT_EQ(Basename(site.frames[1].file), "sym_program.cc");
+  EXPECT_EQ(site.frames[1].line, lines.at("inline-call"));
+  EXPECT_FALSE(site.frames[1].inlined);
+  ASSERT_GE(frames.size(), 2u);
+  ASSERT_THAT(frames[1]->frames, SizeIs(1));
+  EXPECT_EQ(frames[1]->frames[0].function, "main");
+}
+
+TEST_F(SymbolizerTest, SharedLibraryFrameResolvesInItsOwnModule) {
+  const std::map<std::string, int> lines = MarkedLines("sym_lib.cc");
+  const v1::Stack* stack = StackOfSize(snapshot(), kLibrarySize);
+  ASSERT_NE(stack, nullptr);
+  Symbolizer symbolizer;
+  std::vector<const SymbolizedAddress*> frames = SymbolizeStack(symbolizer, snapshot(), *stack);
+  SCOPED_TRACE(DescribeStack(frames));
+
+  const SymbolizedAddress& site = *frames[0];
+  EXPECT_EQ(Basename(site.module), "libsym_lib.so");
+  ASSERT_THAT(site.frames, SizeIs(1));
+  EXPECT_EQ(site.frames[0].function, "symlib::LibraryAllocate(unsigned long)");
+  EXPECT_EQ(Basename(site.frames[0].file), "sym_lib.cc");
+  EXPECT_EQ(site.frames[0].line, lines.at("library-malloc"));
+  EXPECT_THAT(ModuleOffsetString(site, stack->frames(0)), StartsWith("libsym_lib.so+0x"));
+  ASSERT_GE(frames.size(), 2u);
+  EXPECT_EQ(Basename(frames[1]->module), "sym_program");
+  ASSERT_THAT(frames[1]->frames, SizeIs(1));
+  EXPECT_EQ(frames[1]->frames[0].function, "main");
+}
+
+// libc has no DWARF here (no libc6-dbg): its frames are named from its
+// dynamic symbol table, without file or line.
+TEST_F(SymbolizerTest, LibraryWithoutDebugInfoGetsSymbolNames) {
+  const v1::Module* libc = ModuleNamed(snapshot(), "libc.so.6");
+  ASSERT_NE(libc, nullptr);
+  std::string hex = absl::BytesToHexString(libc->build_id());
+  struct stat st;
+  if (hex.size() > 2 && stat(absl::StrCat("/usr/lib/debug/.build-id/", hex.substr(0, 2), "/",
+                                          hex.substr(2), ".debug")
+                                 .c_str(),
+                             &st) == 0) {
+    GTEST_SKIP() << "libc debug information is installed";
+  }
+  const v1::Stack* stack = StackOfSize(snapshot(), kNamedSize);
+  ASSERT_NE(stack, nullptr);
+  Symbolizer symbolizer;
+  std::vector<const SymbolizedAddress*> frames = SymbolizeStack(symbolizer, snapshot(), *stack);
+  SCOPED_TRACE(DescribeStack(frames));
+  bool found = false;
+  for (const SymbolizedAddress* address : frames) {
+    if (address->module != libc->path() || address->frames.empty()) continue;
+    ASSERT_THAT(address->frames, SizeIs(1));
+    EXPECT_THAT(address->frames[0].function, HasSubstr("__libc_start_main"));
+    EXPECT_EQ(address->frames[0].file, "");
+    EXPECT_EQ(address->frames[0].line, 0);
+    found = true;
+  }
+  EXPECT_TRUE(found) << "no libc frame with a symbol";
+  EXPECT_THAT(symbolizer.TakeWarnings(), IsEmpty());
+}
+
+// A library without DWARF or .symtab (strip --strip-all): its exported
+// functions are still named, from .dynsym, without file or line.
+TEST_F(SymbolizerTest, StrippedLibraryGetsDynamicSymbolNames) {
+  const std::string library = FixtureLibraryPath("sym_lib");
+  TempDir root;
+  CopyFile(library, root.path() + library);
+  ASSERT_EQ(Shell(absl::StrCat("objcopy --strip-all '", root.path(), library, "'")), 0);
+  const v1::Stack* stack = StackOfSize(snapshot(), kLibrarySize);
+  ASSERT_NE(stack, nullptr);
+  SymbolizerOptions options;
+  options.sysroot = root.path();
+  Symbolizer symbolizer(options);
+  const SymbolizedAddress& site = symbolizer.Symbolize(snapshot(), stack->frames(0), 0);
+  SCOPED_TRACE(Describe(site));
+  ASSERT_THAT(site.frames, SizeIs(1));
+  EXPECT_EQ(site.frames[0].function, "symlib::LibraryAllocate(unsigned long)");
+  EXPECT_EQ(site.frames[0].file, "");
+  EXPECT_EQ(site.frames[0].line, 0);
+  EXPECT_FALSE(site.frames[0].inlined);
+}
+
+// clang emits no .debug_aranges by default; compilation units are then
+// found from their own address ranges.
+TEST_F(SymbolizerTest, DwarfWithoutArangesStillResolves) {
+  const std::string exe = FixturePath("sym_program");
+  TempDir dir;
+  const std::string copy = dir.path() + "/sym_program";
+  ASSERT_EQ(Shell(absl::StrCat("objcopy --remove-section .debug_aranges '", exe, "' '", copy, "'")),
+            0);
+  v1::Snapshot moved = WithModulePath(snapshot(), exe, copy);
+  const std::map<std::string, int> lines = MarkedLines("sym_program.cc");
+  const v1::Stack* stack = StackOfSize(moved, kInlinedSize);
+  ASSERT_NE(stack, nullptr);
+  Symbolizer symbolizer;
+  const SymbolizedAddress& site = symbolizer.Symbolize(moved, stack->frames(0), 0);
+  SCOPED_TRACE(Describe(site));
+  ASSERT_THAT(site.frames, SizeIs(2));
+  EXPECT_EQ(site.frames[0].line, lines.at("inlined-malloc"));
+  EXPECT_EQ(site.frames[1].function, "symfix::InlineCaller(unsigned long)");
+  EXPECT_EQ(site.frames[1].line, lines.at("inline-call"));
+  EXPECT_THAT(symbolizer.TakeWarnings(), IsEmpty());
+}
+
+// Every recorded frame, frames[0] included, is a return address (the shim
+// records the instruction after each call), so each is looked up one byte
+// earlier, inside the call: frames[0] at its own address would be the
+// epilogue after `call malloc`. Results are cached: a repeated call returns
+// the same object.
+TEST_F(SymbolizerTest, EveryFrameIsLookedUpAsAReturnAddressAndCached) {
+  const std::map<std::string, int> lines = MarkedLines("sym_program.cc");
+  const v1::Stack* stack = StackOfSize(snapshot(), kNamedSize);
+  ASSERT_NE(stack, nullptr);
+  Symbolizer symbolizer;
+  const SymbolizedAddress& first = symbolizer.Symbolize(snapshot(), stack->frames(0), 0);
+  ASSERT_THAT(first.frames, SizeIs(1));
+  EXPECT_EQ(first.frames[0].line, lines.at("named-malloc"));
+  EXPECT_EQ(&symbolizer.Symbolize(snapshot(), stack->frames(0), 0), &first);
+  EXPECT_EQ(&symbolizer.Symbolize(snapshot(), stack->frames(0), 7), &first);
+  // A copy of the snapshot (another object, same modules) shares the cache.
+  v1::Snapshot copy = snapshot();
+  EXPECT_EQ(&symbolizer.Symbolize(copy, stack->frames(0), 0), &first);
+}
+
+// The same module loaded elsewhere (another run, ASLR) gives the same
+// frames at the same module offset.
+TEST_F(SymbolizerTest, ModuleOffsetIsIndependentOfTheLoadBias) {
+  const v1::Stack* stack = StackOfSize(snapshot(), kLibrarySize);
+  ASSERT_NE(stack, nullptr);
+  v1::Snapshot moved = snapshot();
+  constexpr uint64_t kShift = 0x100000000;
+  for (v1::Module& module : *moved.mutable_modules()) {
+    if (Basename(module.path()) != "libsym_lib.so") continue;
+    module.set_load_bias(module.load_bias() + kShift);
+    for (v1::Segment& segment : *module.mutable_executable_segments()) {
+      segment.set_start(segment.start() + kShift);
+      segment.set_end(segment.end() + kShift);
+    }
+  }
+  Symbolizer symbolizer;
+  const SymbolizedAddress& original = symbolizer.Symbolize(snapshot(), stack->frames(0), 0);
+  const SymbolizedAddress& shifted = symbolizer.Symbolize(moved, stack->frames(0) + kShift, 0);
+  EXPECT_EQ(original.module_offset, shifted.module_offset);
+  ASSERT_THAT(shifted.frames, SizeIs(1));
+  EXPECT_EQ(shifted.frames[0].function, "symlib::LibraryAllocate(unsigned long)");
+}
+
+// A file rebuilt since the snapshot: its addresses would resolve to
+// whatever now sits at those offsets, so they are shown as module+offset.
+TEST_F(SymbolizerTest, ReplacedFileWarnsOnceAndShowsModuleOffset) {
+  TempDir dir;
+  const std::string exe = dir.path() + "/sym_program";
+  CopyFile(FixturePath("sym_program"), exe);
+  v1::Snapshot snapshot = RunUnderShim(exe);
+  const v1::Module* module = ModuleNamed(snapshot, "sym_program");
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(module->path(), exe);
+  CopyFile(FixtureLibraryPath("sym_lib"), exe);  // another build-id
+
+  Symbolizer symbolizer;
+  for (uint64_t size : {kNamedSize, kInlinedSize, kLibrarySize}) {
+    const v1::Stack* stack = StackOfSize(snapshot, size);
+    ASSERT_NE(stack, nullptr);
+    std::vector<const SymbolizedAddress*> frames = SymbolizeStack(symbolizer, snapshot, *stack);
+    SCOPED_TRACE(DescribeStack(frames));
+    for (int i = 0; i < stack->frames_size(); ++i) {
+      if (frames[i]->module != exe) continue;
+      EXPECT_THAT(frames[i]->frames, IsEmpty());
+      EXPECT_EQ(ModuleOffsetString(*frames[i], stack->frames(i)),
+                absl::StrCat("sym_program+0x", absl::Hex(stack->frames(i) - module->load_bias())));
+    }
+    if (size == kLibrarySize) {  // the library is still the same file
+      ASSERT_THAT(frames[0]->frames, SizeIs(1));
+      EXPECT_EQ(frames[0]->frames[0].function, "symlib::LibraryAllocate(unsigned long)");
+    }
+  }
+  std::vector<std::string> warnings = symbolizer.TakeWarnings();
+  ASSERT_THAT(warnings, SizeIs(1));
+  EXPECT_THAT(warnings[0], HasSubstr(exe));
+  EXPECT_THAT(warnings[0], HasSubstr("build-id"));
+  EXPECT_THAT(warnings[0], HasSubstr("module+offset"));
+  EXPECT_THAT(symbolizer.TakeWarnings(), IsEmpty());
+  symbolizer.Symbolize(snapshot, StackOfSize(snapshot, kNamedSize)->frames(0), 0);
+  EXPECT_THAT(symbolizer.TakeWarnings(), IsEmpty());
+}
+
+TEST_F(SymbolizerTest, MissingFileWarnsOnceAndShowsModuleOffset) {
+  TempDir dir;
+  const std::string exe = dir.path() + "/sym_program";
+  CopyFile(FixturePath("sym_program"), exe);
+  v1::Snapshot snapshot = RunUnderShim(exe);
+  ASSERT_EQ(unlink(exe.c_str()), 0);
+
+  Symbolizer symbolizer;
+  for (uint64_t size : {kNamedSize, kInlinedSize}) {
+    const v1::Stack* stack = StackOfSize(snapshot, size);
+    ASSERT_NE(stack, nullptr);
+    const SymbolizedAddress& site = symbolizer.Symbolize(snapshot, stack->frames(0), 0);
+    EXPECT_EQ(site.module, exe);
+    EXPECT_THAT(site.frames, IsEmpty());
+    EXPECT_THAT(ModuleOffsetString(site, stack->frames(0)), StartsWith("sym_program+0x"));
+  }
+  std::vector<std::string> warnings = symbolizer.TakeWarnings();
+  ASSERT_THAT(warnings, SizeIs(1));
+  EXPECT_THAT(warnings[0], HasSubstr(exe));
+  EXPECT_THAT(warnings[0], HasSubstr("cannot open"));
+}
+
+// The snapshot names /retain-sysroot-test/lib/libsym_lib.so, which exists
+// only under the sysroot.
+TEST_F(SymbolizerTest, SysrootPrefixesEveryModulePath) {
+  const std::string library = FixtureLibraryPath("sym_lib");
+  const std::string recorded = "/retain-sysroot-test/lib/libsym_lib.so";
+  ASSERT_FALSE(std::filesystem::exists(recorded));
+  v1::Snapshot moved = WithModulePath(snapshot(), library, recorded);
+  TempDir root;
+  CopyFile(library, root.path() + recorded);
+  const v1::Stack* stack = StackOfSize(moved, kLibrarySize);
+  ASSERT_NE(stack, nullptr);
+
+  SymbolizerOptions options;
+  options.sysroot = root.path() + "/";
+  Symbolizer with_root(options);
+  const SymbolizedAddress& site = with_root.Symbolize(moved, stack->frames(0), 0);
+  EXPECT_EQ(site.module, recorded);
+  ASSERT_THAT(site.frames, SizeIs(1));
+  EXPECT_EQ(site.frames[0].function, "symlib::LibraryAllocate(unsigned long)");
+  for (const std::string& warning : with_root.TakeWarnings()) {
+    EXPECT_THAT(warning, Not(HasSubstr("libsym_lib")));
+  }
+
+  Symbolizer without_root;
+  EXPECT_THAT(without_root.Symbolize(moved, stack->frames(0), 0).frames, IsEmpty());
+  std::vector<std::string> warnings = without_root.TakeWarnings();
+  ASSERT_THAT(warnings, SizeIs(1));
+  EXPECT_THAT(warnings[0], HasSubstr(recorded));
+}
+
+// A stripped program whose DWARF lives in a separate file (objcopy
+// --only-keep-debug), found in a debug directory by build-id or by path.
+class SeparateDebugFileTest : public SymbolizerTest,
+                              public ::testing::WithParamInterface<bool> {};
+
+TEST_P(SeparateDebugFileTest, DebugDirSuppliesTheDwarf) {
+  const bool by_build_id = GetParam();
+  TempDir dir;
+  const std::string exe = dir.path() + "/bin/sym_program";
+  const std::string debug = dir.path() + "/sym_program.debug";
+  CopyFile(FixturePath("sym_program"), exe);
+  ASSERT_EQ(Shell(absl::StrCat("objcopy --only-keep-debug '", exe, "' '", debug, "'")), 0);
+  ASSERT_EQ(Shell(absl::StrCat("objcopy --strip-debug '", exe, "'")), 0);
+  v1::Snapshot snapshot = RunUnderShim(exe);
+  const v1::Module* module = ModuleNamed(snapshot, "sym_program");
+  ASSERT_NE(module, nullptr);
+  ASSERT_FALSE(module->build_id().empty());
+
+  const std::string debug_dir = dir.path() + "/debug";
+  if (by_build_id) {
+    std::string hex = absl::BytesToHexString(module->build_id());
+    CopyFile(debug, absl::StrCat(debug_dir, "/.build-id/", hex.substr(0, 2), "/", hex.substr(2),
+                                 ".debug"));
+  } else {
+    CopyFile(debug, absl::StrCat(debug_dir, exe, ".debug"));
+  }
+  const std::map<std::string, int> lines = MarkedLines("sym_program.cc");
+  const v1::Stack* stack = StackOfSize(snapshot, kInlinedSize);
+  ASSERT_NE(stack, nullptr);
+
+  // Without the debug directory: the symbol table only (strip-debug keeps it).
+  Symbolizer plain;
+  const SymbolizedAddress& bare = plain.Symbolize(snapshot, stack->frames(0), 0);
+  ASSERT_THAT(bare.frames, SizeIs(1)) << Describe(bare);
+  EXPECT_EQ(bare.frames[0].function, "symfix::InlineCaller(unsigned long)");
+  EXPECT_EQ(bare.frames[0].file, "");
+
+  SymbolizerOptions options;
+  options.debug_dirs = {debug_dir};
+  Symbolizer symbolizer(options);
+  const SymbolizedAddress& site = symbolizer.Symbolize(snapshot, stack->frames(0), 0);
+  SCOPED_TRACE(Describe(site));
+  ASSERT_THAT(site.frames, SizeIs(2));
+  EXPECT_EQ(site.frames[0].function, "symfix::InlinedAllocate(unsigned long)");
+  EXPECT_EQ(site.frames[0].line, lines.at("inlined-malloc"));
+  EXPECT_EQ(site.frames[1].function, "symfix::InlineCaller(unsigned long)");
+  EXPECT_EQ(site.frames[1].line, lines.at("inline-call"));
+  EXPECT_THAT(symbolizer.TakeWarnings(), IsEmpty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, SeparateDebugFileTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "BuildIdPath" : "ModulePath";
+                         });
+
+TEST(SymbolizerUnitTest, ModuleOffsetString) {
+  SymbolizedAddress address;
+  address.module = "/usr/lib/libfoo.so";
+  address.module_offset = 0x1234;
+  EXPECT_EQ(ModuleOffsetString(address, 0x7f0000001234), "libfoo.so+0x1234");
+  EXPECT_EQ(ModuleOffsetString(SymbolizedAddress(), 0x7f00deadbeef), "0x7f00deadbeef");
+}
+
+TEST(SymbolizerUnitTest, AddressOutsideEveryModuleHasNoModule) {
+  v1::Snapshot snapshot;
+  v1::Module* module = snapshot.add_modules();
+  module->set_path("/nonexistent/libx.so");
+  v1::Segment* segment = module->add_executable_segments();
+  segment->set_start(0x10000);
+  segment->set_end(0x20000);
+  Symbolizer symbolizer;
+  const SymbolizedAddress& address = symbolizer.Symbolize(snapshot, 0x30000, 1);
+  EXPECT_EQ(address.module, "");
+  EXPECT_THAT(address.frames, IsEmpty());
+  EXPECT_EQ(ModuleOffsetString(address, 0x30000), "0x30000");
+  EXPECT_THAT(symbolizer.TakeWarnings(), IsEmpty());  // the module was never needed
+}
+
+TEST(SymbolizerUnitTest, VdsoIsModuleOffsetWithoutWarning) {
+  v1::Snapshot snapshot;
+  v1::Module* module = snapshot.add_modules();
+  module->set_path("linux-vdso.so.1");
+  module->set_build_id("\x01\x02\x03\x04");
+  module->set_load_bias(0x7ffd0000);
+  v1::Segment* segment = module->add_executable_segments();
+  segment->set_start(0x7ffd0000);
+  segment->set_end(0x7ffd2000);
+  Symbolizer symbolizer;
+  const SymbolizedAddress& address = symbolizer.Symbolize(snapshot, 0x7ffd0100, 0);
+  EXPECT_EQ(address.module, "linux-vdso.so.1");
+  EXPECT_EQ(address.module_offset, 0x100u);
+  EXPECT_THAT(address.frames, IsEmpty());
+  EXPECT_EQ(ModuleOffsetString(address, 0x7ffd0100), "linux-vdso.so.1+0x100");
+  EXPECT_THAT(symbolizer.TakeWarnings(), IsEmpty());
+}
+
+// After a dlclose another module can take the same range; the loaded one
+// is the better guess for the address.
+TEST(SymbolizerUnitTest, LoadedModuleWinsOverAnUnloadedOneAtTheSameRange) {
+  v1::Snapshot snapshot;
+  for (const char* path : {"/nonexistent/old.so", "/nonexistent/new.so"}) {
+    v1::Module* module = snapshot.add_modules();
+    module->set_path(path);
+    module->set_unloaded(absl::StrContains(path, "old"));
+    v1::Segment* segment = module->add_executable_segments();
+    segment->set_start(0x10000);
+    segment->set_end(0x20000);
+  }
+  Symbolizer symbolizer;
+  EXPECT_EQ(symbolizer.Symbolize(snapshot, 0x10010, 0).module, "/nonexistent/new.so");
+  std::vector<std::string> warnings = symbolizer.TakeWarnings();
+  ASSERT_THAT(warnings, SizeIs(1));
+  EXPECT_THAT(warnings[0], HasSubstr("/nonexistent/new.so"));
+}
+
+// ---------------------------------------------------------------------------
+// Speed: this test process's own modules (its DWARF: gtest, protobuf's
+// generated code, the tools' library; shared libraries with symbol tables
+// only), 10,000 stacks of depth 20 over random code addresses, 1,000,000
+// allocations over those stacks, every frame of every allocation
+// symbolized, as a naive caller would.
+
+int AddModule(dl_phdr_info* info, size_t, void* data) {
+  auto* snapshot = static_cast<v1::Snapshot*>(data);
+  std::string path = info->dlpi_name == nullptr ? "" : info->dlpi_name;
+  if (path.empty()) path = std::filesystem::read_symlink("/proc/self/exe").string();
+  v1::Module* module = snapshot->add_modules();
+  module->set_id(static_cast<uint32_t>(snapshot->modules_size()));
+  module->set_path(path);
+  module->set_load_bias(info->dlpi_addr);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& phdr = info->dlpi_phdr[i];
+    if (phdr.p_type == PT_LOAD && (phdr.p_flags & PF_X) != 0) {
+      v1::Segment* segment = module->add_executable_segments();
+      segment->set_start(info->dlpi_addr + phdr.p_vaddr);
+      segment->set_end(info->dlpi_addr + phdr.p_vaddr + phdr.p_memsz);
+      segment->set_file_offset(phdr.p_offset);
+    }
+    if (phdr.p_type != PT_NOTE) continue;
+    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + phdr.p_vaddr);
+    const char* end = p + phdr.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const char* name = p + sizeof(ElfW(Nhdr));
+      const char* desc = name + ((note->n_namesz + 3) & ~3u);
+      if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+        module->set_build_id(std::string(desc, note->n_descsz));
+      }
+      p = desc + ((note->n_descsz + 3) & ~3u);
+    }
+  }
+  return 0;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST(SymbolizerSpeedTest, MillionAllocationsOverTenThousandStacks) {
+  constexpr int kStacks = 10000;
+  constexpr int kDepth = 20;
+  constexpr int kAllocations = 1000000;
+  constexpr int kDistinctAddresses = 20000;
+  v1::Snapshot snapshot;
+  dl_iterate_phdr(AddModule, &snapshot);
+  // Half the addresses in this executable (DWARF), half in the libraries.
+  std::vector<std::pair<uint64_t, uint64_t>> own, others;
+  for (const v1::Module& module : snapshot.modules()) {
+    for (const v1::Segment& segment : module.executable_segments()) {
+      (&module == &snapshot.modules(0) ? own : others).emplace_back(segment.start(), segment.end());
+    }
+  }
+  ASSERT_FALSE(own.empty());
+  ASSERT_FALSE(others.empty());
+  std::mt19937_64 random(42);
+  auto pick = [&](const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+    const auto& [start, end] = ranges[random() % ranges.size()];
+    return start + 1 + random() % (end - start - 1);
+  };
+  std::vector<uint64_t> pool;
+  for (int i = 0; i < kDistinctAddresses; ++i) pool.push_back(pick(i % 2 == 0 ? own : others));
+  std::vector<std::vector<uint64_t>> stacks(kStacks);
+  for (auto& stack : stacks) {
+    for (int i = 0; i < kDepth; ++i) stack.push_back(pool[random() % pool.size()]);
+  }
+  std::vector<uint32_t> allocations(kAllocations);
+  for (uint32_t& stack : allocations) stack = static_cast<uint32_t>(random() % kStacks);
+
+  Symbolizer symbolizer;
+  auto start = std::chrono::steady_clock::now();
+  size_t with_lines = 0, with_names = 0;
+  for (const auto& stack : stacks) {
+    for (int i = 0; i < kDepth; ++i) {
+      const SymbolizedAddress& address = symbolizer.Symbolize(snapshot, stack[i], i);
+      if (!address.frames.empty() && !address.frames[0].function.empty()) ++with_names;
+      if (!address.frames.empty() && address.frames[0].line > 0) ++with_lines;
+    }
+  }
+  const double cold = SecondsSince(start);
+
+  // What a caller that symbolizes each distinct stack once does.
+  start = std::chrono::steady_clock::now();
+  size_t stack_frames = 0;
+  for (const auto& stack : stacks) {
+    for (int i = 0; i < kDepth; ++i) {
+      stack_frames += symbolizer.Symbolize(snapshot, stack[i], i).frames.size();
+    }
+  }
+  const double per_stack = SecondsSince(start);
+
+  start = std::chrono::steady_clock::now();
+  size_t frames = 0;
+  for (uint32_t id : allocations) {
+    const auto& stack = stacks[id];
+    for (int i = 0; i < kDepth; ++i) frames += symbolizer.Symbolize(snapshot, stack[i], i).frames.size();
+  }
+  const double warm = SecondsSince(start);
+
+  std::printf(
+      "symbolizer speed: %d stacks x %d frames (%d distinct addresses) first pass %.3f s "
+      "(%zu of %d frames named, %zu with lines); %d allocations x %d frames = %d lookups "
+      "%.3f s (%.1f ns each); cached, once per stack: %.4f s\n",
+      kStacks, kDepth, kDistinctAddresses, cold, with_names, kStacks * kDepth, with_lines,
+      kAllocations, kDepth, kAllocations * kDepth, warm, warm * 1e9 / (kAllocations * kDepth),
+      per_stack);
+  RecordProperty("first_pass_seconds", absl::StrFormat("%.3f", cold));
+  RecordProperty("cached_seconds", absl::StrFormat("%.3f", warm));
+  RecordProperty("cached_per_stack_seconds", absl::StrFormat("%.4f", per_stack));
+  EXPECT_GT(frames, 0u);
+  EXPECT_GT(stack_frames, 0u);
+  EXPECT_GT(with_lines, 0u);
+  // Generous bound for a loaded machine; measured well under a second.
+  EXPECT_LT(warm, 5.0);
+}
+
+}  // namespace
+}  // namespace retain::tool

@@ -1,0 +1,86 @@
+// cli: see cli.h.
+#include "tools/lib/cli.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace retain::tool {
+
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "-h" || arg == "--help" || arg == "-help") return true;
+  }
+  return false;
+}
+
+// absl::ParseCommandLine exits with status 1 on a bad flag, but every retain
+// tool promises 2 for usage errors. So look at the flags first, with the
+// registry absl itself uses, and let absl parse only what will succeed.
+absl::Status CheckFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;  // positional, or "-"
+    arg.remove_prefix(absl::StartsWith(arg, "--") ? 2 : 1);
+    absl::string_view name = arg;
+    absl::string_view value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != absl::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no")) {
+      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>() && !has_value) continue;
+    }
+    if (flag == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    if (!has_value && !flag->IsOfType<bool>()) {
+      if (i + 1 >= argc)
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      value = argv[++i];
+      has_value = true;
+    }
+    std::string error;
+    if (has_value && !flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+  absl::string_view rest = absl::StripAsciiWhitespace(text);
+  size_t digits = 0;
+  while (digits < rest.size() && (absl::ascii_isdigit(rest[digits]) || rest[digits] == '.')) {
+    ++digits;
+  }
+  double number = 0;
+  if (digits == 0 || !absl::SimpleAtod(rest.substr(0, digits), &number) || number < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a size (e.g. 10MiB)"));
+  }
+  std::string unit = absl::AsciiStrToLower(rest.substr(digits));
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib") scale = 1024.0;
+  else if (unit == "m" || unit == "mb" || unit == "mib") scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gb" || unit == "gib") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tb" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (scale == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' has an unknown unit (B, KiB, MiB, GiB, TiB)"));
+  }
+  double bytes = std::round(number * scale);
+  if (bytes > 1.8e19) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+  return static_cast<uint64_t>(bytes);
+}
+
+}  // namespace retain::tool

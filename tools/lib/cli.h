@@ -1,0 +1,28 @@
+// cli: what every retain command-line tool shares: flag checking that keeps
+// the promise "exit 2 on a usage error" (absl exits 1 on a bad flag), --help
+// detection and human byte sizes on the command line.
+#ifndef RETAIN_TOOLS_LIB_CLI_H_
+#define RETAIN_TOOLS_LIB_CLI_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace retain::tool {
+
+// True if argv asks for help (-h, --help, -help) before any "--".
+bool WantsHelp(int argc, char** argv);
+
+// Checks every flag in argv against absl's registry (known, has a value,
+// the value parses) without exiting, so the caller can turn a problem into
+// exit code 2. Call before absl::ParseCommandLine, which then cannot fail.
+absl::Status CheckFlags(int argc, char** argv);
+
+// "4096", "64KiB", "10MiB", "1.5GiB", "2G", "512K" (binary units; B optional).
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+
+}  // namespace retain::tool
+
+#endif  // RETAIN_TOOLS_LIB_CLI_H_

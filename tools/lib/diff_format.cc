@@ -1,0 +1,347 @@
+// diff_format: see diff_format.h.
+#include "tools/lib/diff_format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
+#include "tools/lib/dump_format.h"
+#include "tools/lib/snapshot_reader.h"
+
+namespace retain::tool {
+namespace {
+
+std::string Describe(const v1::Snapshot& snapshot) {
+  const v1::Header& h = snapshot.header();
+  std::string text = absl::StrCat("#", h.sequence());
+  if (!h.label().empty()) absl::StrAppend(&text, " \"", h.label(), "\"");
+  absl::StrAppend(&text, " (", TriggerName(h.trigger()), ", ",
+                  absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixNanos(h.time_unix_ns()),
+                                   absl::LocalTimeZone()),
+                  ")");
+  return text;
+}
+
+std::string Percent(double share) { return absl::StrFormat("%.1f%%", share * 100); }
+
+size_t RowLimit(size_t rows, int top) {
+  return top <= 0 ? rows : std::min(rows, static_cast<size_t>(top));
+}
+
+std::string Pad(const std::string& text, size_t width) {
+  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
+}
+
+std::string PadLeft(const std::string& text, size_t width) {
+  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+
+std::string JsonOwner(const Owner& owner) {
+  std::vector<std::string> chain;
+  for (const std::string& frame : owner.chain) chain.push_back(JsonString(frame));
+  std::vector<std::string> frames;
+  for (const std::string& frame : owner.frames) frames.push_back(JsonString(frame));
+  return absl::StrCat("{\"key\":", JsonString(owner.key), ",\"display\":", JsonString(owner.display),
+                      ",\"category\":", owner.category.empty() ? "null" : JsonString(owner.category),
+                      ",\"bounded\":", owner.bounded ? "true" : "false", ",\"chain\":[",
+                      absl::StrJoin(chain, ","), "],\"frames\":[", absl::StrJoin(frames, ","),
+                      "]}");
+}
+
+std::string JsonSnapshotRef(const v1::Snapshot& snapshot) {
+  const v1::Header& h = snapshot.header();
+  return absl::StrCat("{\"pid\":", h.pid(), ",\"exe\":", JsonString(h.exe_path()),
+                      ",\"sequence\":", h.sequence(), ",\"label\":", JsonString(h.label()),
+                      ",\"trigger\":", JsonString(TriggerName(h.trigger())),
+                      ",\"time_unix_ns\":", h.time_unix_ns(),
+                      ",\"sample_interval_bytes\":", h.sample_interval_bytes(), "}");
+}
+
+std::string JsonDouble(double value) {
+  if (!std::isfinite(value)) return "null";
+  return absl::StrFormat("%.6g", value);
+}
+
+std::string VerdictDetail(const TrendFit& fit) {
+  switch (fit.verdict) {
+    case Verdict::kLinear:
+      return absl::StrCat(SignedBytes(static_cast<int64_t>(std::llround(fit.slope))),
+                          "/request (fit ", absl::StrFormat("%.2f", fit.r_squared), ")");
+    case Verdict::kPlateau:
+      return absl::StrCat("at ", HumanBytes(static_cast<uint64_t>(std::max(fit.level, 0.0))),
+                          " from request ", absl::StrFormat("%g", fit.flat_from));
+    case Verdict::kWarmUp:
+      return absl::StrCat("one step to ",
+                          HumanBytes(static_cast<uint64_t>(std::max(fit.level, 0.0))),
+                          " at request ", absl::StrFormat("%g", fit.flat_from));
+    case Verdict::kFlat:
+    case Verdict::kNoise:
+      return absl::StrCat(SignedBytes(static_cast<int64_t>(std::llround(fit.growth))), " overall");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string SignedBytes(int64_t bytes) {
+  if (bytes == 0) return "0 B";
+  std::string magnitude = HumanBytes(static_cast<uint64_t>(std::llabs(bytes)));
+  return absl::StrCat(bytes > 0 ? "+" : "-", magnitude);
+}
+
+std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options) {
+  const v1::Snapshot& after = *diff.after;
+  std::string out;
+  absl::StrAppend(&out, "retain-diff: ", diff.before == nullptr ? "live memory" : "retained memory",
+                  " of ", after.header().exe_path(), " (pid ", after.header().pid(), ")\n");
+  absl::StrAppend(&out, "  mode        ", DiffModeName(diff.mode), ": ", diff.mode_reason, "\n");
+  if (diff.before != nullptr) {
+    absl::StrAppend(&out, "  before      ", Describe(*diff.before), " pid ",
+                    diff.before->header().pid(), "\n");
+    absl::StrAppend(&out, "  after       ", Describe(after), ", ",
+                    absl::StrFormat("%.1f s later", diff.seconds_between));
+    if (diff.requests_between >= 0) {
+      absl::StrAppend(&out, ", ", diff.requests_between, " requests between");
+    }
+    absl::StrAppend(&out, "\n");
+  } else {
+    absl::StrAppend(&out, "  snapshot    ", Describe(after), "\n");
+  }
+  if (diff.estimated) {
+    absl::StrAppend(&out, "  note        sampled snapshots: byte figures are estimates\n");
+  }
+  const RssExplanation& rss = diff.rss;
+  const char* growth = diff.before == nullptr ? "" : " growth";
+  absl::StrAppend(&out, "  RSS         VmRSS ", SignedBytes(rss.vm_rss_growth), ", RssAnon+VmSwap ",
+                  SignedBytes(rss.anon_swap_growth), "\n");
+  std::vector<std::string> kinds;
+  for (const KindGrowth& kind : rss.tracked) {
+    kinds.push_back(absl::StrCat(KindName(kind.kind), " ", SignedBytes(kind.live_bytes_growth)));
+  }
+  absl::StrAppend(&out, "  tracked     ", kinds.empty() ? "nothing" : absl::StrJoin(kinds, ", "),
+                  "\n");
+  absl::StrAppend(&out, "  allocator   ", SignedBytes(rss.allocator_retained_growth),
+                  " freed but held by malloc\n");
+  absl::StrAppend(&out, "  untracked   ", SignedBytes(rss.untracked_growth),
+                  " of anonymous memory no allocation explains\n");
+  if (rss.explained_share >= 0) {
+    absl::StrAppend(&out, "  explained   ", Percent(rss.explained_share), " of the RssAnon+VmSwap",
+                    growth, " is tracked allocations\n");
+  }
+  for (const std::string& warning : options.warnings) {
+    absl::StrAppend(&out, "  warning     ", warning, "\n");
+  }
+  absl::StrAppend(&out, "\n");
+
+  const bool live = diff.before == nullptr;
+  const size_t shown = RowLimit(diff.rows.size(), options.top);
+  absl::StrAppend(&out, PadLeft(live ? "live" : "retained", 11), PadLeft("count", 9),
+                  PadLeft("share", 8));
+  if (!live) absl::StrAppend(&out, PadLeft("released", 11));
+  absl::StrAppend(&out, "  owner (", GroupByName(options.by), ")\n");
+  for (size_t i = 0; i < shown; ++i) {
+    const DiffRow& row = diff.rows[i];
+    double share = diff.total_retained_bytes > 0 ? static_cast<double>(row.retained_bytes) /
+                                                       static_cast<double>(diff.total_retained_bytes)
+                                                 : 0;
+    absl::StrAppend(&out, PadLeft(HumanBytes(static_cast<uint64_t>(row.retained_bytes)), 11),
+                    PadLeft(absl::StrCat(row.retained_count), 9), PadLeft(Percent(share), 8));
+    if (!live) {
+      absl::StrAppend(&out, PadLeft(HumanBytes(static_cast<uint64_t>(row.released_bytes)), 11));
+    }
+    absl::StrAppend(&out, "  ", row.owner.display);
+    if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
+      absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
+    }
+    absl::StrAppend(&out, "\n");
+    const size_t indent = live ? 30 : 41;
+    for (const std::string& caller : row.owner.chain) {
+      absl::StrAppend(&out, std::string(indent, ' '), "<- ", caller, "\n");
+    }
+  }
+  if (shown < diff.rows.size()) {
+    absl::StrAppend(&out, "  ... ", diff.rows.size() - shown, " more owners (--top)\n");
+  }
+  absl::StrAppend(&out, PadLeft(HumanBytes(static_cast<uint64_t>(diff.total_retained_bytes)), 11),
+                  PadLeft(absl::StrCat(diff.total_retained_count), 9), PadLeft("", 8));
+  if (!live) {
+    absl::StrAppend(&out,
+                    PadLeft(HumanBytes(static_cast<uint64_t>(diff.total_released_bytes)), 11));
+  }
+  absl::StrAppend(&out, "  total\n");
+  return out;
+}
+
+std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options) {
+  const RssExplanation& rss = diff.rss;
+  std::vector<std::string> kinds;
+  for (const KindGrowth& kind : rss.tracked) {
+    kinds.push_back(absl::StrCat("{\"kind\":", JsonString(KindName(kind.kind)),
+                                 ",\"live_bytes\":", kind.live_bytes_growth,
+                                 ",\"live_count\":", kind.live_count_growth, "}"));
+  }
+  std::vector<std::string> rows;
+  const size_t shown = RowLimit(diff.rows.size(), options.top);
+  for (size_t i = 0; i < shown; ++i) {
+    const DiffRow& row = diff.rows[i];
+    rows.push_back(absl::StrCat("{\"owner\":", JsonOwner(row.owner),
+                                ",\"retained_bytes\":", row.retained_bytes,
+                                ",\"retained_count\":", row.retained_count,
+                                ",\"released_bytes\":", row.released_bytes,
+                                ",\"released_count\":", row.released_count,
+                                ",\"net_bytes\":", row.net_bytes(), "}"));
+  }
+  std::vector<std::string> warnings;
+  for (const std::string& warning : options.warnings) warnings.push_back(JsonString(warning));
+  return absl::StrCat(
+      "{\"schema\":\"retain-diff/1\",\"mode\":", JsonString(DiffModeName(diff.mode)),
+      ",\"mode_reason\":", JsonString(diff.mode_reason),
+      ",\"group_by\":", JsonString(GroupByName(options.by)),
+      ",\"before\":", diff.before == nullptr ? "null" : JsonSnapshotRef(*diff.before),
+      ",\"after\":", JsonSnapshotRef(*diff.after),
+      ",\"seconds_between\":", JsonDouble(diff.seconds_between),
+      ",\"requests_between\":", diff.requests_between < 0 ? "null" : absl::StrCat(diff.requests_between),
+      ",\"estimated\":", diff.estimated ? "true" : "false",
+      ",\"rss\":{\"vm_rss_growth\":", rss.vm_rss_growth,
+      ",\"anon_swap_growth\":", rss.anon_swap_growth,
+      ",\"tracked\":[", absl::StrJoin(kinds, ","), "]",
+      ",\"tracked_anon_growth\":", rss.tracked_anon_growth,
+      ",\"allocator_retained_growth\":", rss.allocator_retained_growth,
+      ",\"untracked_growth\":", rss.untracked_growth,
+      ",\"explained_share\":", rss.explained_share < 0 ? "null" : JsonDouble(rss.explained_share),
+      "},\"total\":{\"retained_bytes\":", diff.total_retained_bytes,
+      ",\"retained_count\":", diff.total_retained_count,
+      ",\"released_bytes\":", diff.total_released_bytes,
+      ",\"released_count\":", diff.total_released_count, "},\"owner_count\":", diff.rows.size(),
+      ",\"rows\":[", absl::StrJoin(rows, ","), "],\"warnings\":[", absl::StrJoin(warnings, ","),
+      "]}\n");
+}
+
+std::string FormatTrendText(const TrendResult& trend, const FormatOptions& options) {
+  const v1::Snapshot& first = *trend.snapshots.front();
+  const v1::Snapshot& last = *trend.snapshots.back();
+  std::string out;
+  absl::StrAppend(&out, "retain-diff --trend: ", first.header().exe_path(), " (pid ",
+                  first.header().pid(), "), ", trend.snapshots.size(), " snapshots, ",
+                  Describe(first), " to ", Describe(last), "\n");
+  absl::StrAppend(&out, "  requests    ",
+                  trend.requests_from_tags ? "from request tags" : "snapshot index (no request tags)",
+                  ": ", absl::StrFormat("%g", trend.requests.front()), " .. ",
+                  absl::StrFormat("%g", trend.requests.back()), "\n");
+  for (const std::string& warning : options.warnings) {
+    absl::StrAppend(&out, "  warning     ", warning, "\n");
+  }
+  absl::StrAppend(&out, "\n", Pad("verdict", 9), PadLeft("first", 11), PadLeft("last", 11), "  ",
+                  Pad("per request / level", 34), "owner (", GroupByName(options.by), ")\n");
+  auto line = [&](const TrendRow& row) {
+    absl::StrAppend(&out, Pad(VerdictName(row.fit.verdict), 9),
+                    PadLeft(HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.front(), 0))), 11),
+                    PadLeft(HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.back(), 0))), 11),
+                    "  ", Pad(VerdictDetail(row.fit), 34), row.owner.display);
+    if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
+      absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
+    }
+    absl::StrAppend(&out, "\n");
+  };
+  line(trend.rss);
+  line(trend.anon);
+  line(trend.tracked);
+  absl::StrAppend(&out, "\n");
+  const size_t shown = RowLimit(trend.rows.size(), options.top);
+  for (size_t i = 0; i < shown; ++i) line(trend.rows[i]);
+  if (shown < trend.rows.size()) {
+    absl::StrAppend(&out, "  ... ", trend.rows.size() - shown, " more owners (--top)\n");
+  }
+  return out;
+}
+
+std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& options) {
+  auto row_json = [](const TrendRow& row, bool with_owner) {
+    std::string series = absl::StrJoin(row.live_bytes, ",");
+    return absl::StrCat(
+        "{", with_owner ? absl::StrCat("\"owner\":", JsonOwner(row.owner), ",") : "",
+        "\"verdict\":", JsonString(VerdictName(row.fit.verdict)),
+        ",\"bytes_per_request\":", JsonDouble(row.fit.slope),
+        ",\"fit\":", JsonDouble(row.fit.r_squared), ",\"level\":", JsonDouble(row.fit.level),
+        ",\"flat_from_request\":", JsonDouble(row.fit.flat_from),
+        ",\"growth\":", JsonDouble(row.fit.growth), ",\"live_bytes\":[", series, "]}");
+  };
+  std::vector<std::string> snapshots;
+  for (const v1::Snapshot* snapshot : trend.snapshots) snapshots.push_back(JsonSnapshotRef(*snapshot));
+  std::vector<std::string> requests;
+  for (double x : trend.requests) requests.push_back(JsonDouble(x));
+  std::vector<std::string> rows;
+  const size_t shown = RowLimit(trend.rows.size(), options.top);
+  for (size_t i = 0; i < shown; ++i) rows.push_back(row_json(trend.rows[i], true));
+  std::vector<std::string> warnings;
+  for (const std::string& warning : options.warnings) warnings.push_back(JsonString(warning));
+  return absl::StrCat("{\"schema\":\"retain-trend/1\",\"group_by\":",
+                      JsonString(GroupByName(options.by)), ",\"snapshots\":[",
+                      absl::StrJoin(snapshots, ","), "],\"requests\":[",
+                      absl::StrJoin(requests, ","), "],\"requests_from_tags\":",
+                      trend.requests_from_tags ? "true" : "false", ",\"rss\":",
+                      row_json(trend.rss, false), ",\"anon_swap\":", row_json(trend.anon, false),
+                      ",\"tracked\":", row_json(trend.tracked, false), ",\"owner_count\":",
+                      trend.rows.size(), ",\"rows\":[", absl::StrJoin(rows, ","),
+                      "],\"warnings\":[", absl::StrJoin(warnings, ","), "]}\n");
+}
+
+std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners) {
+  std::string out;
+  for (const StackShare& share : diff.retained_stacks) {
+    if (share.bytes <= 0) continue;
+    const Owner& owner = owners.Resolve(*diff.after, share.stack_id, share.kind, share.tag_id);
+    std::vector<std::string> frames;
+    for (auto it = owner.frames.rbegin(); it != owner.frames.rend(); ++it) {
+      // ';' separates frames and ' ' ends the stack in the folded format.
+      frames.push_back(absl::StrReplaceAll(*it, {{";", ","}, {" ", "_"}}));
+    }
+    if (frames.empty()) frames.push_back("(no_stack)");
+    absl::StrAppend(&out, absl::StrJoin(frames, ";"), " ", share.bytes, "\n");
+  }
+  return out;
+}
+
+ProfileSpec DiffProfile(const DiffResult& diff) {
+  ProfileSpec spec;
+  const bool live = diff.before == nullptr;
+  spec.sample_types = {{live ? "inuse_space" : "retained_space", "bytes"},
+                       {live ? "inuse_objects" : "retained_objects", "count"}};
+  spec.time_nanos = static_cast<int64_t>(diff.after->header().time_unix_ns());
+  if (!live) {
+    spec.duration_nanos = static_cast<int64_t>(diff.after->header().time_unix_ns()) -
+                          static_cast<int64_t>(diff.before->header().time_unix_ns());
+  }
+  spec.comments.push_back(absl::StrCat("retain-diff ", DiffModeName(diff.mode), ": ",
+                                       diff.mode_reason));
+  spec.drop_frames =
+      "^(malloc|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|"
+      "operator new.*)$";
+  for (const StackShare& share : diff.retained_stacks) {
+    if (share.bytes <= 0) continue;
+    ProfileSample sample;
+    sample.snapshot = diff.after;
+    if (const v1::Stack* stack = FindStack(*diff.after, share.stack_id)) {
+      sample.stack.assign(stack->frames().begin(), stack->frames().end());
+    }
+    sample.values = {share.bytes, share.count};
+    sample.labels.push_back({"kind", KindName(share.kind)});
+    if (share.tag_id != 0) {
+      for (const v1::Tag& tag : diff.after->tags()) {
+        if (tag.id() == share.tag_id) {
+          sample.labels.push_back(
+              {"request", tag.request_id().empty() ? absl::StrCat("#", tag.id()) : tag.request_id()});
+        }
+      }
+    }
+    spec.samples.push_back(std::move(sample));
+  }
+  return spec;
+}
+
+}  // namespace retain::tool

@@ -1,0 +1,42 @@
+// diff_format: retain-diff's outputs. Text (an aligned table with human
+// units), JSON (the schema in docs/retain-diff.md, for scripts and
+// retain-bisect), folded stacks (flamegraph.pl, speedscope, inferno) and
+// the ProfileSpec the pprof writer turns into a profile.
+#ifndef RETAIN_TOOLS_LIB_DIFF_FORMAT_H_
+#define RETAIN_TOOLS_LIB_DIFF_FORMAT_H_
+
+#include <string>
+
+#include "tools/lib/diff.h"
+#include "tools/lib/owner.h"
+#include "tools/lib/pprof_writer.h"
+#include "tools/lib/trend.h"
+
+namespace retain::tool {
+
+struct FormatOptions {
+  int top = 20;           // rows shown (0: all)
+  GroupBy by = GroupBy::kSite;
+  std::vector<std::string> warnings;  // symbolizer warnings, shown once
+};
+
+std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options);
+std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options);
+std::string FormatTrendText(const TrendResult& trend, const FormatOptions& options);
+std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& options);
+
+// One line per (owner stack) with retained bytes: "root;...;leaf BYTES",
+// frames outermost first. Lines sum to the total retained bytes.
+std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners);
+
+// The retained (or, for one snapshot, live) allocations as pprof samples:
+// retained_space/retained_objects (inuse_space/inuse_objects for one
+// snapshot), labels kind and request.
+ProfileSpec DiffProfile(const DiffResult& diff);
+
+// "+1.5 MiB", "-300 B", "0 B".
+std::string SignedBytes(int64_t bytes);
+
+}  // namespace retain::tool
+
+#endif  // RETAIN_TOOLS_LIB_DIFF_FORMAT_H_
