@@ -230,6 +230,17 @@ bool OwnerResolver::IsPlumbing(const std::string& function) {
   return plumbing;
 }
 
+const v1::Category* OwnerResolver::CategoryOf(const std::vector<std::string>& names) const {
+  for (const CompiledCategory& category : categories_) {
+    for (const std::string& name : names) {
+      for (const std::regex& pattern : category.frames) {
+        if (std::regex_search(name, pattern)) return category.category;
+      }
+    }
+  }
+  return nullptr;
+}
+
 const Owner& OwnerResolver::Resolve(const v1::Snapshot& snapshot, uint32_t stack_id,
                                     v1::Kind kind, uint32_t tag_id) {
   std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(&snapshot), ":", stack_id, ":",
@@ -254,23 +265,13 @@ Owner OwnerResolver::Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1
   while (site < flat.size() && IsPlumbing(flat[site].function)) ++site;
   if (site == flat.size()) site = 0;  // all plumbing (or none): the innermost frame
 
-  for (const CompiledCategory& category : categories_) {
-    bool matched = false;
-    for (const FlatFrame& frame : flat) {
-      const std::string& name = frame.function.empty() ? frame.fallback : frame.function;
-      for (const std::regex& pattern : category.frames) {
-        if (std::regex_search(name, pattern)) {
-          matched = true;
-          break;
-        }
-      }
-      if (matched) break;
-    }
-    if (matched) {
-      owner.category = category.category->name();
-      owner.bounded = category.category->bounded();
-      break;
-    }
+  std::vector<std::string> names;
+  for (const FlatFrame& frame : flat) {
+    names.push_back(frame.function.empty() ? frame.fallback : frame.function);
+  }
+  if (const v1::Category* category = CategoryOf(names)) {
+    owner.category = category->name();
+    owner.bounded = category->bounded();
   }
 
   switch (options_.by) {

@@ -78,6 +78,10 @@ class OwnerResolver {
                        uint32_t tag_id);
 
   const OwnerOptions& options() const { return options_; }
+  // The first --rules category one of whose regexes matches one of `names`
+  // (function names, or module+offset where there is none); null if none.
+  const v1::Category* CategoryOf(const std::vector<std::string>& names) const;
+
   // Switches keys to the cross-build form (no lines) or back; clears the cache.
   void SetKeysWithoutLines(bool without_lines) {
     if (options_.keys_without_lines == without_lines) return;

@@ -4,16 +4,16 @@
 //
 // Layers, each cached, from the caller down:
 //  - SnapshotIndex: a snapshot's executable segments, sorted, plus a map
-//    from (address, is-return-address) to the result, so that symbolizing
-//    the frames of a million allocations is one hash lookup each. The index
-//    of the last snapshot is found by a cheap fingerprint (its address and
-//    header); others by their module table's contents. A snapshot must not
-//    be modified while its results are being asked for.
+//    from address to result, so that symbolizing the frames of a million
+//    allocations is one hash lookup each. The index of the last snapshot is
+//    found by a cheap fingerprint (its address and header); others by their
+//    module table's contents. A snapshot must not be modified while its
+//    results are being asked for.
 //  - ModuleSlot: one module as snapshots record it (path + build-id): the
 //    verdict on its file (usable, replaced, missing: warned once) and the
-//    results per (module offset, is-return-address). References returned by
-//    Symbolize() point into these maps and stay valid for the Symbolizer's
-//    lifetime (node maps never move their values).
+//    results per module offset. References returned by Symbolize() point
+//    into these maps and stay valid for the Symbolizer's lifetime (node maps
+//    never move their values).
 //  - DebugModule: an opened ELF file and its DWARF, shared by every slot
 //    with the same build-id (or the same file, when it has none). DWARF is
 //    indexed per compilation unit on first use: the function and inlined
@@ -53,19 +53,8 @@ namespace retain::tool {
 namespace {
 
 constexpr uint32_t kNoNode = ~uint32_t{0};
-// Whether frames[0] of a recorded stack is a return address too. The header
-// (and proto/retain.proto) say frames[0] is looked up at its own address,
-// but every frame the shim records, frames[0] included, is the return
-// address into a caller (frames[0]: the instruction after the call to
-// malloc). Looked up as is, it lands on the next statement's line, or past
-// the end of an inlined callee (its inlined frame is lost). Measured with
-// tests/fixtures/sym_program.cc, -O2: `call malloc` at 0x11e7, frames[0] =
-// 0x11ec = the caller's epilogue. So every frame is looked up at address - 1.
-constexpr bool kFirstFrameIsReturnAddress = true;
 // How many snapshots' indexes are kept before the oldest are dropped.
 constexpr size_t kMaxSnapshotIndexes = 32;
-// (address or module offset, lookup is address - 1).
-using AddressKey = std::pair<uint64_t, bool>;
 
 // ---------------------------------------------------------------------------
 // Small helpers.
@@ -94,7 +83,8 @@ absl::string_view Dirname(absl::string_view path) {
 // The kernel's virtual DSO has no file to read.
 bool IsVdso(absl::string_view path) {
   absl::string_view base = Basename(path);
-  return absl::StartsWith(base, "linux-vdso") || absl::StartsWith(base, "linux-gate") || path == "[vdso]";
+  return absl::StartsWith(base, "linux-vdso") || absl::StartsWith(base, "linux-gate") ||
+         path == "[vdso]";
 }
 
 // Closes a descriptor unless released.
@@ -186,7 +176,8 @@ class CuIndex {
     Walk(&cu_die_, kNoNode, false);
     std::sort(tops_.begin(), tops_.end(),
               [](const TopRange& a, const TopRange& b) { return a.low < b.low; });
-    for (const TopRange& top : tops_) max_top_length_ = std::max(max_top_length_, top.high - top.low);
+    for (const TopRange& top : tops_)
+      max_top_length_ = std::max(max_top_length_, top.high - top.low);
   }
 
   Dwarf_Die* cu_die() { return &cu_die_; }
@@ -196,8 +187,9 @@ class CuIndex {
   // innermost subprogram (an inlined subroutine's containing function).
   std::vector<uint32_t> Chain(Dwarf_Addr pc) const {
     std::vector<uint32_t> chain;
-    auto it = std::upper_bound(tops_.begin(), tops_.end(), pc,
-                               [](Dwarf_Addr value, const TopRange& top) { return value < top.low; });
+    auto it =
+        std::upper_bound(tops_.begin(), tops_.end(), pc,
+                         [](Dwarf_Addr value, const TopRange& top) { return value < top.low; });
     uint32_t current = kNoNode;
     while (it != tops_.begin()) {
       --it;
@@ -399,14 +391,15 @@ int FindDebugInfo(Dwfl_Module* mod, void** userdata, const char* /*modname*/, Dw
   const unsigned char* bits = nullptr;
   GElf_Addr vaddr = 0;
   int id_size = dwfl_module_build_id(mod, &bits, &vaddr);
-  std::string build_id = id_size > 0 ? std::string(reinterpret_cast<const char*>(bits), id_size) : "";
+  std::string build_id =
+      id_size > 0 ? std::string(reinterpret_cast<const char*>(bits), id_size) : "";
 
   std::vector<std::string> candidates;
   if (build_id.size() >= 2) {
     std::string hex = absl::BytesToHexString(build_id);
     for (const std::string& dir : *search->dirs) {
-      candidates.push_back(
-          absl::StrCat(JoinPath(dir, ".build-id"), "/", hex.substr(0, 2), "/", hex.substr(2), ".debug"));
+      candidates.push_back(absl::StrCat(JoinPath(dir, ".build-id"), "/", hex.substr(0, 2), "/",
+                                        hex.substr(2), ".debug"));
     }
   }
   absl::string_view module_dir = Dirname(search->module_path);
@@ -444,8 +437,7 @@ class DebugModule {
  public:
   // Takes `fd`, an open descriptor of `file_path`.
   static std::unique_ptr<DebugModule> Open(int fd, const std::string& module_path,
-                                           const std::string& file_path,
-                                           const std::string& sysroot,
+                                           const std::string& file_path, const std::string& sysroot,
                                            const std::vector<std::string>* dirs) {
     auto module = std::unique_ptr<DebugModule>(new DebugModule);
     module->search_.module_path = module_path;
@@ -474,8 +466,8 @@ class DebugModule {
     if (dwfl_ != nullptr) dwfl_end(dwfl_);
   }
 
-  // Source frames for a module address (already minus one for return
-  // addresses); empty when nothing is known.
+  // Source frames for a module address (a return address minus one);
+  // empty when nothing is known.
   std::vector<SourceFrame> Lookup(uint64_t pc) {
     std::vector<SourceFrame> frames;
     Dwarf_Line* line = nullptr;
@@ -688,8 +680,8 @@ struct ModuleSlot {
   std::string path;      // as recorded
   std::string build_id;  // raw bytes, as recorded
   bool resolved = false;
-  DebugModule* debug = nullptr;  // null: module+offset only
-  absl::node_hash_map<AddressKey, SymbolizedAddress> results;
+  DebugModule* debug = nullptr;                              // null: module+offset only
+  absl::node_hash_map<uint64_t, SymbolizedAddress> results;  // by module offset
 };
 
 struct SegmentEntry {
@@ -703,7 +695,7 @@ struct SegmentEntry {
 struct SnapshotIndex {
   std::vector<SegmentEntry> segments;  // sorted by start
   uint64_t max_segment_length = 0;
-  absl::flat_hash_map<AddressKey, const SymbolizedAddress*> results;
+  absl::flat_hash_map<uint64_t, const SymbolizedAddress*> results;  // by address
 
   // The segment containing `address`: a loaded module's before an unloaded
   // one's (a range can be reused after dlclose); nullptr when none.
@@ -769,7 +761,8 @@ std::string ModuleTableKey(const v1::Snapshot& snapshot) {
 class Symbolizer::Impl {
  public:
   explicit Impl(SymbolizerOptions options) : options_(std::move(options)) {
-    while (options_.sysroot.size() > 1 && options_.sysroot.back() == '/') options_.sysroot.pop_back();
+    while (options_.sysroot.size() > 1 && options_.sysroot.back() == '/')
+      options_.sysroot.pop_back();
     if (options_.sysroot == "/") options_.sysroot.clear();
     debug_dirs_ = options_.debug_dirs;
     if (!options_.sysroot.empty()) debug_dirs_.push_back(options_.sysroot + "/usr/lib/debug");
@@ -777,13 +770,17 @@ class Symbolizer::Impl {
   }
 
   const SymbolizedAddress& Symbolize(const v1::Snapshot& snapshot, uint64_t address,
-                                     int frame_index) {
+                                     int /*frame_index*/) {
+    // Every recorded frame is a return address, frames[0] included (see
+    // Stack in proto/retain.proto): each is looked up at address - 1, inside
+    // its call instruction. frames[0] looked up as is lands on the caller's
+    // next statement, or past the end of an inlined callee, whose frame is
+    // then lost. So the frame's position does not matter.
     SnapshotIndex& index = IndexFor(snapshot);
-    const bool return_address = frame_index > 0 || kFirstFrameIsReturnAddress;
-    const AddressKey key(address, return_address);
+    const uint64_t key = address;
     auto found = index.results.find(key);
     if (found != index.results.end()) return *found->second;
-    const SymbolizedAddress& result = Resolve(index, address, return_address);
+    const SymbolizedAddress& result = Resolve(index, address);
     index.results.emplace(key, &result);
     return result;
   }
@@ -817,8 +814,9 @@ class Symbolizer::Impl {
             std::max(index->max_segment_length, segment.end() - segment.start());
       }
     }
-    std::stable_sort(index->segments.begin(), index->segments.end(),
-                     [](const SegmentEntry& a, const SegmentEntry& b) { return a.start < b.start; });
+    std::stable_sort(
+        index->segments.begin(), index->segments.end(),
+        [](const SegmentEntry& a, const SegmentEntry& b) { return a.start < b.start; });
     return index;
   }
 
@@ -832,8 +830,7 @@ class Symbolizer::Impl {
     return slots_.emplace(std::move(key), std::move(slot)).first->second.get();
   }
 
-  const SymbolizedAddress& Resolve(const SnapshotIndex& index, uint64_t address,
-                                   bool return_address) {
+  const SymbolizedAddress& Resolve(const SnapshotIndex& index, uint64_t address) {
     const SegmentEntry* segment = index.Find(address);
     if (segment == nullptr) {
       SymbolizedAddress& result = unmapped_[address];
@@ -842,14 +839,14 @@ class Symbolizer::Impl {
     }
     ModuleSlot* slot = segment->slot;
     const uint64_t offset = address - segment->load_bias;
-    auto [it, inserted] = slot->results.try_emplace(AddressKey(offset, return_address));
+    auto [it, inserted] = slot->results.try_emplace(offset);
     SymbolizedAddress& result = it->second;
     if (!inserted) return result;
     result.module = slot->path;
     result.module_offset = offset;
     if (!slot->resolved) ResolveSlot(slot);
     if (slot->debug != nullptr) {
-      result.frames = slot->debug->Lookup(return_address ? offset - 1 : offset);
+      result.frames = slot->debug->Lookup(offset - 1);
     }
     return result;
   }
@@ -861,8 +858,8 @@ class Symbolizer::Impl {
     const std::string file = options_.sysroot.empty() ? slot->path : options_.sysroot + slot->path;
     int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      warnings_.push_back(absl::StrCat(file, ": cannot open (", std::strerror(errno),
-                                       "); showing module+offset"));
+      warnings_.push_back(
+          absl::StrCat(file, ": cannot open (", std::strerror(errno), "); showing module+offset"));
       return;
     }
     Fd holder(fd);
@@ -876,22 +873,22 @@ class Symbolizer::Impl {
       file_build_id = ElfBuildId(elf.get());
     }
     if (!slot->build_id.empty() && file_build_id != slot->build_id) {
-      warnings_.push_back(absl::StrCat(
-          file, ": build-id ",
-          file_build_id.empty() ? "missing" : absl::BytesToHexString(file_build_id),
-          " differs from the snapshot's ", absl::BytesToHexString(slot->build_id),
-          " (the file was replaced); showing module+offset"));
+      warnings_.push_back(
+          absl::StrCat(file, ": build-id ",
+                       file_build_id.empty() ? "missing" : absl::BytesToHexString(file_build_id),
+                       " differs from the snapshot's ", absl::BytesToHexString(slot->build_id),
+                       " (the file was replaced); showing module+offset"));
       return;
     }
-    std::string key = file_build_id.empty() ? absl::StrCat("path:", file)
-                                            : absl::StrCat("id:", file_build_id);
+    std::string key =
+        file_build_id.empty() ? absl::StrCat("path:", file) : absl::StrCat("id:", file_build_id);
     auto it = debug_modules_.find(key);
     if (it == debug_modules_.end()) {
       std::unique_ptr<DebugModule> module =
           DebugModule::Open(holder.release(), slot->path, file, options_.sysroot, &debug_dirs_);
       if (module == nullptr) {
-        warnings_.push_back(absl::StrCat(file, ": cannot read (", dwfl_errmsg(-1),
-                                         "); showing module+offset"));
+        warnings_.push_back(
+            absl::StrCat(file, ": cannot read (", dwfl_errmsg(-1), "); showing module+offset"));
         return;
       }
       it = debug_modules_.emplace(std::move(key), std::move(module)).first;
