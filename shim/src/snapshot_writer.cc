@@ -394,17 +394,24 @@ bool EnsureDirectory(const char* dir) {
 
 bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path_size) {
   const Config& config = GetConfig();
-  uint32_t sequence = ++g_sequence;
-  char path[sizeof(config.dir) + 128];
-  char temp_path[sizeof(path) + 16];
-  snprintf(path, sizeof(path), "%s/%s.%u.%u.pb", config.dir, ExeBaseName(), Pid(), sequence);
-  snprintf(temp_path, sizeof(temp_path), "%s/.%s.%u.%u.pb.tmp", config.dir, ExeBaseName(), Pid(),
-           sequence);
   if (!EnsureDirectory(config.dir)) {
     LogWarning("cannot write snapshots: RETAIN_DIR '%s' is not a directory (%s)", config.dir,
                strerror(errno));
     return false;
   }
+  // A program that exec()s itself keeps its pid and starts a new shim whose
+  // sequence restarts: skip numbers the previous image already used rather
+  // than overwrite its snapshots.
+  char path[sizeof(config.dir) + 128];
+  uint32_t sequence;
+  struct stat existing;
+  do {
+    sequence = ++g_sequence;
+    snprintf(path, sizeof(path), "%s/%s.%u.%u.pb", config.dir, ExeBaseName(), Pid(), sequence);
+  } while (stat(path, &existing) == 0);
+  char temp_path[sizeof(path) + 16];
+  snprintf(temp_path, sizeof(temp_path), "%s/.%s.%u.%u.pb.tmp", config.dir, ExeBaseName(), Pid(),
+           sequence);
   int fd = open(temp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
     LogWarning("cannot create %s: %s", temp_path, strerror(errno));

@@ -264,6 +264,36 @@ TEST_F(SnapshotFieldsTest, Health) {
   EXPECT_EQ(health.previous_write_us(), 0u);  // the first snapshot of the process
 }
 
+// A program that execs itself keeps its pid, and each new image starts its
+// own sequence: no image may overwrite the snapshots of the one before.
+TEST(SnapshotNamingTest, ExecOfTheSameProgramDoesNotOverwrite) {
+  TempDir dir;
+  RunOptions options;
+  options.argv = {FixturePath("snapshot_fields"), "exec-self", "2"};
+  options.env = {{"RETAIN_DIR", dir.path()}};
+  options.preload = true;
+  RunResult result = retain::test::Run(options);
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data;
+  std::vector<std::string> files = ListSnapshots(dir.path());
+  // Three images: three "before-exec" snapshots, then the last one's exit.
+  ASSERT_EQ(files.size(), 4u);
+  std::set<uint32_t> sequences;
+  int before_exec = 0;
+  uint32_t pid = 0;
+  for (const std::string& file : files) {
+    v1::Snapshot snapshot = LoadSnapshot(file);
+    sequences.insert(snapshot.header().sequence());
+    if (pid == 0) pid = snapshot.header().pid();
+    EXPECT_EQ(snapshot.header().pid(), pid);
+    if (snapshot.header().label() == "before-exec") ++before_exec;
+    EXPECT_NE(file.find("." + std::to_string(snapshot.header().sequence()) + ".pb"),
+              std::string::npos)
+        << file;
+  }
+  EXPECT_EQ(before_exec, 3);
+  EXPECT_EQ(sequences, (std::set<uint32_t>{1, 2, 3, 4}));
+}
+
 // The shim's records live in its own mmap'd arena, never in the host's heap:
 // with 200,000 small blocks held, glibc's in-use bytes are the program's
 // blocks plus chunk headers, while the shim's arena holds the records.

@@ -79,6 +79,24 @@ TEST(FitTrendTest, LeakWithEvictionNoiseIsLinear) {
   EXPECT_NEAR(fit.slope, kMiB, 0.05 * kMiB);
 }
 
+TEST(FitTrendTest, LeakUnderACacheThatFilledUpIsLinearAtTheLeakRate) {
+  // A total: a cache adds 256 KiB per request until request 4, a leak adds
+  // 64 KiB every request. The current rate is the leak's.
+  std::vector<double> y;
+  for (int i = 0; i <= 20; ++i) y.push_back(std::min(i, 4) * 256 * 1024.0 + i * 64 * 1024.0);
+  TrendFit fit = FitTrend(Requests(20), y);
+  EXPECT_EQ(fit.verdict, Verdict::kLinear);
+  EXPECT_DOUBLE_EQ(fit.slope, 64 * 1024.0);
+}
+
+TEST(FitTrendTest, RssGrowingByLessThanItsStepEachRequestIsStillLinear) {
+  std::vector<double> y;
+  for (int i = 0; i <= 20; ++i) y.push_back(300 * kMiB + i * 64 * 1024.0);
+  TrendFit fit = FitTrend(Requests(20), y, kRssMinStep);
+  EXPECT_EQ(fit.verdict, Verdict::kLinear);
+  EXPECT_NEAR(fit.slope, 64 * 1024.0, 1);
+}
+
 TEST(FitTrendTest, RssUsesACoarserStep) {
   // 100 KiB of page-level wobble in RSS is noise at the RSS step (256 KiB).
   std::vector<double> y;

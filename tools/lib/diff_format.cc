@@ -67,18 +67,19 @@ std::string JsonDouble(double value) {
   return absl::StrFormat("%.6g", value);
 }
 
-std::string VerdictDetail(const TrendFit& fit) {
+// `unit`: "request" when the x axis counts requests, else "snapshot".
+std::string VerdictDetail(const TrendFit& fit, absl::string_view unit) {
   switch (fit.verdict) {
     case Verdict::kLinear:
       return absl::StrCat(SignedBytes(static_cast<int64_t>(std::llround(fit.slope))),
-                          "/request (fit ", absl::StrFormat("%.2f", fit.r_squared), ")");
+                          "/", unit, " (fit ", absl::StrFormat("%.2f", fit.r_squared), ")");
     case Verdict::kPlateau:
       return absl::StrCat("at ", HumanBytes(static_cast<uint64_t>(std::max(fit.level, 0.0))),
-                          " from request ", absl::StrFormat("%g", fit.flat_from));
+                          " from ", unit, " ", absl::StrFormat("%g", fit.flat_from));
     case Verdict::kWarmUp:
       return absl::StrCat("one step to ",
                           HumanBytes(static_cast<uint64_t>(std::max(fit.level, 0.0))),
-                          " at request ", absl::StrFormat("%g", fit.flat_from));
+                          " at ", unit, " ", absl::StrFormat("%g", fit.flat_from));
     case Verdict::kFlat:
     case Verdict::kNoise:
       return absl::StrCat(SignedBytes(static_cast<int64_t>(std::llround(fit.growth))), " overall");
@@ -229,20 +230,23 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
   absl::StrAppend(&out, "retain-diff --trend: ", first.header().exe_path(), " (pid ",
                   first.header().pid(), "), ", trend.snapshots.size(), " snapshots, ",
                   Describe(first), " to ", Describe(last), "\n");
-  absl::StrAppend(&out, "  requests    ",
-                  trend.requests_from_tags ? "from request tags" : "snapshot index (no request tags)",
+  const absl::string_view unit = trend.requests_from_tags ? "request" : "snapshot";
+  absl::StrAppend(&out, "  x axis      ",
+                  trend.requests_from_tags ? "requests served (from request tags)"
+                                           : "snapshot number (no request tags)",
                   ": ", absl::StrFormat("%g", trend.requests.front()), " .. ",
                   absl::StrFormat("%g", trend.requests.back()), "\n");
   for (const std::string& warning : options.warnings) {
     absl::StrAppend(&out, "  warning     ", warning, "\n");
   }
   absl::StrAppend(&out, "\n", Pad("verdict", 9), PadLeft("first", 11), PadLeft("last", 11), "  ",
-                  Pad("per request / level", 34), "owner (", GroupByName(options.by), ")\n");
+                  Pad(absl::StrCat("per ", unit, " / level"), 34), "owner (", GroupByName(options.by),
+                  ")\n");
   auto line = [&](const TrendRow& row) {
     absl::StrAppend(&out, Pad(VerdictName(row.fit.verdict), 9),
                     PadLeft(HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.front(), 0))), 11),
                     PadLeft(HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.back(), 0))), 11),
-                    "  ", Pad(VerdictDetail(row.fit), 34), row.owner.display);
+                    "  ", Pad(VerdictDetail(row.fit, unit), 34), row.owner.display);
     if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
       absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
     }

@@ -69,6 +69,17 @@ std::string Demangle(const char* name) {
   return result;
 }
 
+// A symbol's demangled name without the " [clone .cold]", " [clone
+// .isra.0]"... suffixes of compiler-made copies: one function, one name.
+std::string DemangleSymbol(const char* name) {
+  std::string text = Demangle(name);
+  for (size_t at;
+       absl::EndsWith(text, "]") && (at = text.rfind(" [clone ")) != std::string::npos;) {
+    text.resize(at);
+  }
+  return text;
+}
+
 absl::string_view Basename(absl::string_view path) {
   size_t slash = path.rfind('/');
   return slash == absl::string_view::npos ? path : path.substr(slash + 1);
@@ -96,7 +107,6 @@ class Fd {
   }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
   int release() { return std::exchange(fd_, -1); }
 
  private:
@@ -152,7 +162,6 @@ std::string JoinPath(absl::string_view dir, absl::string_view path) {
 struct ScopeNode {
   Dwarf_Die die;  // DW_TAG_subprogram or DW_TAG_inlined_subroutine
   int tag = 0;
-  uint32_t parent = kNoNode;
   std::vector<std::pair<Dwarf_Addr, Dwarf_Addr>> ranges;  // [low, high), DWARF addresses
   std::vector<uint32_t> children;
 
@@ -172,15 +181,30 @@ struct TopRange {
 
 class CuIndex {
  public:
-  explicit CuIndex(Dwarf_Die cu_die) : cu_die_(cu_die) {
-    Walk(&cu_die_, kNoNode, false);
+  explicit CuIndex(Dwarf_Die cu_die) : cu_die_(cu_die), scope_die_(cu_die) {
+    // Split DWARF (-gsplit-dwarf): the unit here is a skeleton; its DIEs
+    // live in the .dwo unit libdw finds for it.
+    uint8_t unit_type = 0;
+    Dwarf_Die split;
+    if (cu_die_.cu != nullptr &&
+        dwarf_cu_info(cu_die_.cu, nullptr, &unit_type, nullptr, &split, nullptr, nullptr,
+                      nullptr) == 0 &&
+        unit_type == DW_UT_skeleton && split.addr != nullptr) {
+      scope_die_ = split;
+    }
+    Walk(&scope_die_, kNoNode, false);
     std::sort(tops_.begin(), tops_.end(),
               [](const TopRange& a, const TopRange& b) { return a.low < b.low; });
-    for (const TopRange& top : tops_)
+    for (const TopRange& top : tops_) {
       max_top_length_ = std::max(max_top_length_, top.high - top.low);
+    }
   }
 
+  // The unit as the address lookup found it (its line table).
   Dwarf_Die* cu_die() { return &cu_die_; }
+  // The unit whose DIEs describe the functions (the split unit, if any; its
+  // file table is the one DW_AT_call_file indexes).
+  Dwarf_Die* scope_die() { return &scope_die_; }
   const ScopeNode& node(uint32_t index) const { return nodes_[index]; }
 
   // The chain of scopes containing `pc`, innermost first, ending with the
@@ -221,8 +245,8 @@ class CuIndex {
   }
 
  private:
-  // Visits the children of `die`. Functions and inlined instances with code
-  // become nodes under `parent`; blocks and namespaces are looked through.
+  // Visits the children of `die`. Functions with code become roots, inlined
+  // instances nodes under `parent`; blocks and namespaces are looked through.
   // Types are skipped (compilers put concrete functions outside them),
   // except classes local to a function.
   void Walk(Dwarf_Die* die, uint32_t parent, bool in_function) {
@@ -236,16 +260,23 @@ class CuIndex {
           ScopeNode node;
           node.die = child;
           node.tag = tag;
-          node.parent = parent;
           Dwarf_Addr base = 0, low = 0, high = 0;
           ptrdiff_t offset = 0;
           while ((offset = dwarf_ranges(&child, offset, &base, &low, &high)) > 0) {
             if (high > low) node.ranges.emplace_back(low, high);
           }
-          if (node.ranges.empty()) break;  // a declaration or an abstract instance: no code
+          if (node.ranges.empty()) {
+            // A declaration or an abstract instance: no code of its own, but
+            // a lambda's concrete operator() can sit in a local class in it.
+            Walk(&child, parent, true);
+            break;
+          }
           uint32_t index = static_cast<uint32_t>(nodes_.size());
           nodes_.push_back(std::move(node));
-          if (parent == kNoNode) {
+          // A function is a root even when its DIE sits inside another
+          // function's (a lambda's operator(), a nested function): its code
+          // is elsewhere. Inlined instances hang under their container.
+          if (parent == kNoNode || tag == DW_TAG_subprogram) {
             for (const auto& [range_low, range_high] : nodes_[index].ranges) {
               tops_.push_back({range_low, range_high, index});
             }
@@ -274,6 +305,7 @@ class CuIndex {
   }
 
   Dwarf_Die cu_die_;
+  Dwarf_Die scope_die_;
   std::vector<ScopeNode> nodes_;
   std::vector<TopRange> tops_;
   Dwarf_Addr max_top_length_ = 0;
@@ -295,7 +327,6 @@ struct DebugSearch {
   std::string file_path;    // the file opened (sysroot applied)
   std::string sysroot;      // empty: none
   const std::vector<std::string>* dirs = nullptr;
-  std::string debug_file;  // set when a separate debug file was used
 };
 
 // Opens `path` if it is an ELF file whose build-id is `want` (any build-id
@@ -418,7 +449,6 @@ int FindDebugInfo(Dwfl_Module* mod, void** userdata, const char* /*modname*/, Dw
   for (const std::string& candidate : candidates) {
     int fd = OpenDebugCandidate(candidate, build_id, main_stat);
     if (fd >= 0) {
-      search->debug_file = candidate;
       *debuginfo_file_name = strdup(candidate.c_str());
       return fd;
     }
@@ -435,8 +465,9 @@ const Dwfl_Callbacks kCallbacks = {
 
 class DebugModule {
  public:
-  // Takes `fd`, an open descriptor of `file_path`.
-  static std::unique_ptr<DebugModule> Open(int fd, const std::string& module_path,
+  // Opens `file_path` (libdwfl opens and owns the file); nullptr if it
+  // cannot (dwfl_errmsg says why).
+  static std::unique_ptr<DebugModule> Open(const std::string& module_path,
                                            const std::string& file_path, const std::string& sysroot,
                                            const std::vector<std::string>* dirs) {
     auto module = std::unique_ptr<DebugModule>(new DebugModule);
@@ -445,17 +476,14 @@ class DebugModule {
     module->search_.sysroot = sysroot;
     module->search_.dirs = dirs;
     module->dwfl_ = dwfl_begin(&kCallbacks);
-    if (module->dwfl_ == nullptr) {
-      close(fd);
-      return nullptr;
-    }
+    if (module->dwfl_ == nullptr) return nullptr;
     dwfl_report_begin(module->dwfl_);
     // Base 0 with p_vaddr added: module addresses are the ELF's own
     // virtual addresses, i.e. the snapshot's module offsets.
-    module->mod_ = dwfl_report_elf(module->dwfl_, module_path.c_str(), file_path.c_str(), fd, 0,
+    module->mod_ = dwfl_report_elf(module->dwfl_, module_path.c_str(), file_path.c_str(), -1, 0,
                                    /*add_p_vaddr=*/true);
     dwfl_report_end(module->dwfl_, nullptr, nullptr);
-    if (module->mod_ == nullptr) return nullptr;  // fd consumed or closed by libdwfl either way
+    if (module->mod_ == nullptr) return nullptr;
     void** userdata = nullptr;
     dwfl_module_info(module->mod_, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
     if (userdata != nullptr) *userdata = &module->search_;
@@ -464,6 +492,15 @@ class DebugModule {
 
   ~DebugModule() {
     if (dwfl_ != nullptr) dwfl_end(dwfl_);
+  }
+
+  // The GNU build-id of the file libdwfl opened; empty if none.
+  std::string BuildId() const {
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    int size = dwfl_module_build_id(mod_, &bits, &vaddr);
+    if (size <= 0 || bits == nullptr) return "";
+    return std::string(reinterpret_cast<const char*>(bits), static_cast<size_t>(size));
   }
 
   // Source frames for a module address (a return address minus one);
@@ -482,8 +519,18 @@ class DebugModule {
         for (size_t i = 0; i < chain.size(); ++i) {
           const ScopeNode& node = cu.node(chain[i]);
           SourceFrame frame;
-          frame.function = FunctionName(node.die);
           frame.inlined = i + 1 < chain.size();
+          const DieName& name = FunctionName(node.die);
+          frame.function = name.text;
+          if (!frame.inlined && !name.from_linkage_name) {
+            // No linkage name (C; C++ with internal linkage; lambdas): the
+            // symbol of this very function is the fuller name (qualified,
+            // with parameters).
+            const ElfSymbol* symbol = SymbolAt(pc);
+            if (symbol != nullptr && symbol->start >= bias && node.Contains(symbol->start - bias)) {
+              frame.function = DemangleSymbol(symbol->name);
+            }
+          }
           if (i == 0) {
             FillFromLine(line, &frame);
           } else {
@@ -562,26 +609,126 @@ class DebugModule {
     return *it->second;
   }
 
-  // The function's full demangled name, from its linkage name (following
-  // abstract origins and specifications); its plain name when it has none
-  // (C, main).
-  const std::string& FunctionName(Dwarf_Die die) {
-    Dwarf_Off offset = dwarf_dieoffset(&die);
-    auto it = names_.find(offset);
+  struct DieName {
+    std::string text;
+    bool from_linkage_name = false;
+  };
+
+  // The function's name: demangled from its linkage name (following
+  // abstract origins and specifications), complete with scopes and
+  // parameters. Without one (C, main, C++ with internal linkage, lambdas),
+  // its DW_AT_name qualified by the scopes that enclose its declaration
+  // ("ns::(anonymous namespace)::Class::Method").
+  const DieName& FunctionName(Dwarf_Die die) {
+    // Offsets are per file (a split unit's .dwo starts at 0): key by unit too.
+    const std::pair<Dwarf_CU*, Dwarf_Off> key(die.cu, dwarf_dieoffset(&die));
+    auto it = names_.find(key);
     if (it != names_.end()) return it->second;
+    DieName name;
     Dwarf_Attribute attr;
     const char* linkage = dwarf_formstring(dwarf_attr_integrate(&die, DW_AT_linkage_name, &attr));
     if (linkage == nullptr) {
       linkage = dwarf_formstring(dwarf_attr_integrate(&die, DW_AT_MIPS_linkage_name, &attr));
     }
-    std::string name;
     if (linkage != nullptr) {
-      name = Demangle(linkage);
-    } else if (const char* plain = dwarf_formstring(dwarf_attr_integrate(&die, DW_AT_name, &attr));
-               plain != nullptr) {
-      name = plain;
+      name.text = Demangle(linkage);
+      name.from_linkage_name = true;
+    } else {
+      name.text = ScopedName(die);
     }
-    return names_.emplace(offset, std::move(name)).first->second;
+    return names_.insert_or_assign(key, std::move(name)).first->second;
+  }
+
+  // DW_AT_name of the declaration of `die` with its enclosing namespaces,
+  // classes and function prefixed.
+  std::string ScopedName(Dwarf_Die die) {
+    Dwarf_Die decl = die;
+    for (int hops = 0; hops < 16 && !dwarf_hasattr(&decl, DW_AT_name); ++hops) {
+      Dwarf_Attribute attr;
+      Dwarf_Attribute* ref = dwarf_attr(&decl, DW_AT_abstract_origin, &attr);
+      if (ref == nullptr) ref = dwarf_attr(&decl, DW_AT_specification, &attr);
+      Dwarf_Die next;
+      if (ref == nullptr || dwarf_formref_die(ref, &next) == nullptr) break;
+      decl = next;
+    }
+    const char* own = dwarf_diename(&decl);
+    if (own == nullptr) return "";
+    std::string name = own;
+    const Parents& parents = ParentsOf(decl);
+    Dwarf* dwarf = decl.cu == nullptr ? nullptr : dwarf_cu_getdwarf(decl.cu);
+    Dwarf_Off child = dwarf_dieoffset(&decl);
+    for (int depth = 0; dwarf != nullptr && depth < 64; ++depth) {
+      auto parent = parents.find(child);
+      if (parent == parents.end()) break;
+      Dwarf_Die scope;
+      if (dwarf_offdie(dwarf, parent->second, &scope) == nullptr) break;
+      const char* scope_name = dwarf_diename(&scope);
+      switch (dwarf_tag(&scope)) {
+        case DW_TAG_namespace:
+          name = absl::StrCat(scope_name != nullptr ? scope_name : "(anonymous namespace)",
+                              "::", name);
+          break;
+        case DW_TAG_class_type:
+        case DW_TAG_structure_type:
+        case DW_TAG_union_type: {
+          // An unnamed class local to a function is a lambda's closure.
+          auto grandparent = parents.find(parent->second);
+          Dwarf_Die outer;
+          bool in_function =
+              grandparent != parents.end() &&
+              dwarf_offdie(dwarf, grandparent->second, &outer) != nullptr &&
+              (dwarf_tag(&outer) == DW_TAG_subprogram || dwarf_tag(&outer) == DW_TAG_lexical_block);
+          name = absl::StrCat(scope_name != nullptr ? scope_name
+                              : in_function         ? "{lambda}"
+                                                    : "{anonymous}",
+                              "::", name);
+          break;
+        }
+        case DW_TAG_subprogram: {
+          const std::string& function = FunctionName(scope).text;
+          if (!function.empty()) name = absl::StrCat(function, "::", name);
+          return name;  // already qualified
+        }
+        default:  // lexical blocks
+          break;
+      }
+      child = parent->second;
+    }
+    return name;
+  }
+
+  // DIE offset -> offset of the enclosing scope DIE, for the namespaces,
+  // classes, functions and blocks of one unit (libdw keeps no parent links).
+  using Parents = absl::flat_hash_map<Dwarf_Off, Dwarf_Off>;
+
+  const Parents& ParentsOf(Dwarf_Die die) {
+    auto [it, inserted] = parents_.try_emplace(die.cu);
+    if (inserted) {
+      Dwarf_Die unit;
+      if (dwarf_diecu(&die, &unit, nullptr, nullptr) != nullptr) AddParents(&unit, &it->second);
+    }
+    return it->second;
+  }
+
+  static void AddParents(Dwarf_Die* die, Parents* parents) {
+    Dwarf_Die child;
+    if (dwarf_child(die, &child) != 0) return;
+    const Dwarf_Off offset = dwarf_dieoffset(die);
+    do {
+      switch (dwarf_tag(&child)) {
+        case DW_TAG_namespace:
+        case DW_TAG_class_type:
+        case DW_TAG_structure_type:
+        case DW_TAG_union_type:
+        case DW_TAG_subprogram:
+        case DW_TAG_lexical_block:
+          parents->emplace(dwarf_dieoffset(&child), offset);
+          AddParents(&child, parents);
+          break;
+        default:
+          break;
+      }
+    } while (dwarf_siblingof(&child, &child) == 0);
   }
 
   static void FillFromLine(Dwarf_Line* line, SourceFrame* frame) {
@@ -601,7 +748,7 @@ class DebugModule {
     if (dwarf_formudata(dwarf_attr(&callee, DW_AT_call_file, &attr), &value) == 0) {
       Dwarf_Files* files = nullptr;
       size_t count = 0;
-      if (dwarf_getsrcfiles(cu->cu_die(), &files, &count) == 0 && value < count) {
+      if (dwarf_getsrcfiles(cu->scope_die(), &files, &count) == 0 && value < count) {
         const char* file = dwarf_filesrc(files, value, nullptr, nullptr);
         if (file != nullptr) frame->file = file;
       }
@@ -614,18 +761,23 @@ class DebugModule {
     }
   }
 
-  // The demangled name of the ELF symbol (.symtab, else .dynsym) covering
-  // `pc`; empty when none does.
-  std::string SymbolName(uint64_t pc) {
+  // The ELF symbol (.symtab, else .dynsym) covering `pc`; nullptr if none.
+  const ElfSymbol* SymbolAt(uint64_t pc) {
     if (!symbols_loaded_) LoadSymbols();
     auto it = std::upper_bound(symbols_.begin(), symbols_.end(), pc,
                                [](uint64_t value, const ElfSymbol& s) { return value < s.start; });
     // Symbols may nest (an alias spanning several); look back a little.
     for (int steps = 0; it != symbols_.begin() && steps < 16; ++steps) {
       --it;
-      if (pc - it->start < std::max<uint64_t>(it->size, 1)) return Demangle(it->name);
+      if (pc - it->start < std::max<uint64_t>(it->size, 1)) return &*it;
     }
-    return "";
+    return nullptr;
+  }
+
+  // Its demangled name; empty when there is none.
+  std::string SymbolName(uint64_t pc) {
+    const ElfSymbol* symbol = SymbolAt(pc);
+    return symbol == nullptr ? "" : DemangleSymbol(symbol->name);
   }
 
   void LoadSymbols() {
@@ -668,7 +820,9 @@ class DebugModule {
   bool cu_ranges_loaded_ = false;
   std::vector<CuRange> cu_ranges_;  // sorted by low; only without .debug_aranges
   Dwarf_Addr cu_bias_ = 0;
-  absl::flat_hash_map<Dwarf_Off, std::string> names_;
+  // Node maps: references into them survive the recursion that fills them.
+  absl::node_hash_map<std::pair<Dwarf_CU*, Dwarf_Off>, DieName> names_;
+  absl::node_hash_map<Dwarf_CU*, Parents> parents_;
   bool symbols_loaded_ = false;
   std::vector<ElfSymbol> symbols_;
 };
@@ -856,15 +1010,15 @@ class Symbolizer::Impl {
     slot->resolved = true;
     if (IsVdso(slot->path) || slot->path.empty()) return;
     const std::string file = options_.sysroot.empty() ? slot->path : options_.sysroot + slot->path;
-    int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      warnings_.push_back(
-          absl::StrCat(file, ": cannot open (", std::strerror(errno), "); showing module+offset"));
-      return;
-    }
-    Fd holder(fd);
     std::string file_build_id;
     {
+      int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        warnings_.push_back(absl::StrCat(file, ": cannot open (", std::strerror(errno),
+                                         "); showing module+offset"));
+        return;
+      }
+      Fd holder(fd);
       ElfPtr elf = OpenElf(fd);
       if (elf == nullptr) {
         warnings_.push_back(absl::StrCat(file, ": not an ELF file; showing module+offset"));
@@ -885,10 +1039,15 @@ class Symbolizer::Impl {
     auto it = debug_modules_.find(key);
     if (it == debug_modules_.end()) {
       std::unique_ptr<DebugModule> module =
-          DebugModule::Open(holder.release(), slot->path, file, options_.sysroot, &debug_dirs_);
+          DebugModule::Open(slot->path, file, options_.sysroot, &debug_dirs_);
       if (module == nullptr) {
         warnings_.push_back(
             absl::StrCat(file, ": cannot read (", dwfl_errmsg(-1), "); showing module+offset"));
+        return;
+      }
+      if (module->BuildId() != file_build_id) {  // replaced a moment ago
+        warnings_.push_back(
+            absl::StrCat(file, ": changed while being read; showing module+offset"));
         return;
       }
       it = debug_modules_.emplace(std::move(key), std::move(module)).first;

@@ -13,7 +13,7 @@
 namespace retain::tool {
 namespace {
 
-constexpr double kStepShareOfRange = 0.05;
+constexpr double kTailShareOfRange = 0.02;
 
 void LeastSquares(const std::vector<double>& x, const std::vector<double>& y, double* slope,
                   double* r_squared) {
@@ -49,7 +49,7 @@ std::vector<double> RequestAxis(const std::vector<const v1::Snapshot*>& snapshot
       for (const v1::Tag& tag : snapshots[i]->tags()) highest = std::max(highest, tag.id());
       x.push_back(highest);
     } else {
-      x.push_back(static_cast<double>(i));
+      x.push_back(static_cast<double>(i + 1));  // snapshot number, 1 = first
     }
   }
   return x;
@@ -70,43 +70,61 @@ const char* VerdictName(Verdict verdict) {
 
 TrendFit FitTrend(const std::vector<double>& x, const std::vector<double>& y, double min_step) {
   TrendFit fit;
-  if (x.size() < 2 || x.size() != y.size()) return fit;
+  const size_t n = x.size();
+  if (n < 2 || n != y.size()) return fit;
   LeastSquares(x, y, &fit.slope, &fit.r_squared);
   fit.growth = y.back() - y.front();
+  fit.level = y.back();
   const double low = *std::min_element(y.begin(), y.end());
   const double high = *std::max_element(y.begin(), y.end());
-  const double range = high - low;
-  const double step = std::max(min_step, kStepShareOfRange * range);
-  if (range < step) {  // nothing moved more than noise
-    fit.verdict = Verdict::kFlat;
-    fit.level = y.back();
+  if (high - low < min_step) return fit;  // kFlat: nothing moved more than noise
+
+  // The tail (the last third, at least 3 points) decides whether growth
+  // goes on. Flat: it moves less than the noise step (or 2% of the range, so
+  // a big owner's rounding is not a trend). Growing: it rises steadily.
+  const size_t tail_size = std::min(n, std::max<size_t>(3, n / 3));
+  const std::vector<double> tail_x(x.end() - tail_size, x.end());
+  const std::vector<double> tail_y(y.end() - tail_size, y.end());
+  const double tail_range = *std::max_element(tail_y.begin(), tail_y.end()) -
+                            *std::min_element(tail_y.begin(), tail_y.end());
+  const double flat_threshold = std::max(min_step, kTailShareOfRange * (high - low));
+  double tail_slope = 0, tail_fit = 0;
+  LeastSquares(tail_x, tail_y, &tail_slope, &tail_fit);
+  const double tail_rise = tail_slope * (tail_x.back() - tail_x.front());
+
+  if (tail_range >= flat_threshold) {
+    if (tail_rise >= flat_threshold && tail_fit >= 0.5) {
+      // Still growing: report the current rate, which is what keeps costing
+      // memory (early growth of a cache that filled up is not part of it).
+      fit.verdict = Verdict::kLinear;
+      if (tail_size < n) {
+        fit.slope = tail_slope;
+        fit.r_squared = tail_fit;
+      }
+      return fit;
+    }
+    fit.verdict = Verdict::kNoise;
     return fit;
   }
+
+  // Growth stopped: where, and in how many steps?
   int up = 0, down = 0;
   size_t last_up = 0;
-  for (size_t i = 1; i < y.size(); ++i) {
-    double d = y[i] - y[i - 1];
-    if (d > step) {
+  for (size_t i = 1; i < n; ++i) {
+    const double d = y[i] - y[i - 1];
+    if (d >= min_step) {
       ++up;
       last_up = i;
-    } else if (d < -step) {
+    } else if (d <= -min_step) {
       ++down;
     }
   }
-  // Shrinking as often as growing, or ending lower than it started: no trend.
-  if (up == 0 || down * 2 >= up || fit.growth < step) {
-    fit.verdict = Verdict::kNoise;
-    fit.level = y.back();
+  if (fit.growth < flat_threshold || down * 2 >= up) {
+    // Ended where it started, or went down as often as up.
+    fit.verdict = up == 0 && down == 0 ? Verdict::kFlat : Verdict::kNoise;
     return fit;
   }
-  const bool still_growing = last_up == y.size() - 1;
-  if (still_growing) {
-    fit.verdict = Verdict::kLinear;
-    return fit;
-  }
-  fit.level = y.back();
   fit.flat_from = x[last_up];
-  // The tail after the last step must be flat for at least one more point.
   fit.verdict = up == 1 ? Verdict::kWarmUp : Verdict::kPlateau;
   return fit;
 }

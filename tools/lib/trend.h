@@ -3,19 +3,21 @@
 //
 // For every owner, live bytes are taken at each snapshot against the number
 // of requests served so far (from request tags when the snapshots carry
-// them, else the snapshot's position in the series). The verdict:
-//   linear    still growing at the last snapshot, by a steady step: memory
-//             kept per request (a missing eviction, a leak). slope = bytes
-//             per request, fit = R^2 of the least-squares line.
-//   plateau   grew over several steps, then stopped: bounded (a cache that
-//             filled up). level = where it stopped, at request `flat_from`.
-//   warm-up   one step, then flat: a one-time allocation.
-//   flat      no growth worth the name.
-//   noise     went up and down without a trend.
-// A step counts when it exceeds max(min_step, 5% of the series' range);
-// smaller changes are noise. Tracked bytes are exact, so an owner's minimum
-// step is small (512 bytes); RSS moves by pages and for unrelated reasons,
-// so its minimum is 256 KiB.
+// them, else the snapshot's number in the series, 1 for the first). The
+// last third of the series (at least 3 points) decides whether growth goes
+// on:
+//   linear    the tail still rises steadily: memory kept per request (a
+//             missing eviction, a leak). slope = the tail's bytes per
+//             request, fit = its R^2.
+//   plateau   the tail is flat after growth in several steps: bounded (a
+//             cache that filled up). level = where it stopped, at request
+//             `flat_from`.
+//   warm-up   the tail is flat after a single step: a one-time allocation.
+//   flat      nothing moved more than the noise step.
+//   noise     moved, but neither steadily up nor up then flat.
+// The noise step is `min_step`: tracked bytes are exact, so an owner's is
+// small (512 bytes); RSS moves by pages and for unrelated reasons, so its is
+// 256 KiB. A tail counts as flat below max(min_step, 2% of the range).
 #ifndef RETAIN_TOOLS_LIB_TREND_H_
 #define RETAIN_TOOLS_LIB_TREND_H_
 
@@ -34,7 +36,7 @@ const char* VerdictName(Verdict verdict);
 
 struct TrendFit {
   Verdict verdict = Verdict::kFlat;
-  double slope = 0;       // bytes per request (least squares over all points)
+  double slope = 0;       // bytes per request (least squares; linear: over the tail)
   double r_squared = 0;   // fit of that line, 0..1
   double level = 0;       // plateau / warm-up: the value it settled at
   double flat_from = 0;   // plateau / warm-up: the request count where it stopped growing

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# install-deps.sh: installs the Debian 12 packages retain needs to build and
+# test, and nothing else. Idempotent: prints nothing and touches nothing when
+# every package is already installed; runs `apt-get update` only when
+# something is missing; uses sudo only when not root.
+#
+#   bash scripts/install-deps.sh [--build-only]
+#
+# --build-only leaves out what only the tests need (scripts/demo.sh uses it).
+#
+# Environment:
+#   RETAIN_SKIP_DEPS=1   do nothing (an offline machine set up by hand).
+#
+# Exit status: 0 when every package is installed, 1 otherwise.
+set -euo pipefail
+
+BUILD_PACKAGES=(
+  cmake g++ make pkg-config            # the build
+  libunwind-dev                        # the shim's unwinder (headers; the .so is loaded at run time)
+  libabsl-dev                          # the tools' base library
+  libprotobuf-dev protobuf-compiler    # snapshot schema (tools side)
+  libdw-dev elfutils                   # DWARF symbolization in the tools
+  zlib1g-dev                           # gzip for the pprof exporter
+  libgtest-dev libgmock-dev            # the test binaries (configured with the rest)
+)
+TEST_PACKAGES=(
+  python3 git                          # real programs the transparency tests run
+  golang-go                            # `go tool pprof`: the pprof test's independent reader
+)
+
+die() {
+  echo "install-deps: $*" >&2
+  exit 1
+}
+
+PACKAGES=("${BUILD_PACKAGES[@]}")
+case "${1:-}" in
+  "") PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  --build-only) ;;
+  *) die "unknown argument '$1' (usage: install-deps.sh [--build-only])" ;;
+esac
+
+if [[ "${RETAIN_SKIP_DEPS:-0}" == 1 ]]; then
+  exit 0
+fi
+
+command -v dpkg-query >/dev/null 2>&1 ||
+  die "dpkg-query not found: this script supports Debian 12 (and derivatives) only; install by hand: ${PACKAGES[*]}"
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+
+as_root=()
+if ((EUID != 0)); then
+  command -v sudo >/dev/null 2>&1 ||
+    die "not root and sudo not found; as root run: apt-get update && apt-get install -y ${missing[*]}"
+  as_root=(sudo)
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# Runs apt-get as root, its output kept in $log and shown only on failure.
+run_apt_get() {
+  if ! "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "$@" >"$log" 2>&1; then
+    tail -n 20 "$log" >&2
+    return 1
+  fi
+}
+
+command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install by hand: ${missing[*]}"
+run_apt_get -q update ||
+  die "apt-get update failed (network or apt sources?); needed: ${missing[*]}"
+run_apt_get -q install -y --no-install-recommends "${missing[@]}" ||
+  die "apt-get install failed for: ${missing[*]}"
+
+# Confirm: apt-get can succeed and still leave a package out (held, renamed).
+still_missing=()
+for package in "${missing[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || still_missing+=("$package")
+done
+((${#still_missing[@]} == 0)) || die "still not installed after apt-get: ${still_missing[*]}"
+echo "install-deps: done" >&2
