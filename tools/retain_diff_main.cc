@@ -19,6 +19,7 @@
 #include "tools/lib/cli.h"
 #include "tools/lib/diff.h"
 #include "tools/lib/diff_format.h"
+#include "tools/lib/dump_format.h"
 #include "tools/lib/owner.h"
 #include "tools/lib/pprof_writer.h"
 #include "tools/lib/snapshot_reader.h"
@@ -61,6 +62,8 @@ constexpr char kHelp[] =
     "  --debug-dir DIR,...  --sysroot DIR   where to find module files and debug info\n"
     "Exit status: 0 done, 1 over --fail-over, 2 usage or input error.\n";
 
+std::string HumanBytesOf(uint64_t bytes) { return HumanBytes(bytes); }
+
 int Fail(absl::string_view message) {
   std::cerr << "retain-diff: " << message << "\n";
   return 2;
@@ -91,6 +94,7 @@ absl::StatusOr<Threshold> ParseThreshold(const std::string& text) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  NormalizeDashedFlags(argc, argv);
   if (WantsHelp(argc, argv)) {
     std::cout << kUsage << "\n" << kHelp;
     return 0;
@@ -157,20 +161,32 @@ int main(int argc, char** argv) {
   if (trend) {
     std::vector<const retain::v1::Snapshot*> series;
     for (const auto& snapshot : snapshots) series.push_back(snapshot.get());
+    for (size_t i = 0; i < series.size(); ++i) {
+      for (size_t j = i + 1; j < series.size(); ++j) {
+        if (series[i]->header().pid() == series[j]->header().pid() &&
+            series[i]->header().sequence() == series[j]->header().sequence()) {
+          return Fail(absl::StrCat("--trend got the same snapshot twice (", paths[i], " and ",
+                                   paths[j], ")"));
+        }
+      }
+    }
     absl::StatusOr<TrendResult> result = ComputeTrend(series, **owners);
     if (!result.ok()) return Fail(result.status().message());
     format.warnings = symbolizer.TakeWarnings();
     output = absl::GetFlag(FLAGS_json) ? FormatTrendJson(*result, format)
                                        : FormatTrendText(*result, format);
     if (threshold->set) {
+      const std::string unit = result->requests_from_tags ? "request" : "snapshot";
       for (const TrendRow& row : result->rows) {
-        bool over = threshold->per_request
-                        ? row.fit.verdict == Verdict::kLinear &&
-                              row.fit.slope > static_cast<double>(threshold->bytes)
-                        : row.fit.growth > static_cast<double>(threshold->bytes);
-        if (over) {
+        const bool linear_over = row.fit.verdict == Verdict::kLinear &&
+                                 row.fit.slope > static_cast<double>(threshold->bytes);
+        const bool growth_over = row.fit.growth > static_cast<double>(threshold->bytes);
+        if (threshold->per_request ? linear_over : growth_over) {
           std::cerr << "retain-diff: over --fail-over: " << row.owner.display << " grows "
-                    << SignedBytes(static_cast<int64_t>(row.fit.slope)) << "/request\n";
+                    << (threshold->per_request
+                            ? SignedBytes(static_cast<int64_t>(row.fit.slope)) + "/" + unit
+                            : SignedBytes(static_cast<int64_t>(row.fit.growth)) + " in all")
+                    << "\n";
           exit_code = 1;
         }
       }
@@ -196,8 +212,17 @@ int main(int argc, char** argv) {
                                          : FormatDiffText(*result, format);
     }
     if (threshold->set && result->total_retained_bytes > static_cast<int64_t>(threshold->bytes)) {
-      std::cerr << "retain-diff: over --fail-over: "
-                << SignedBytes(result->total_retained_bytes) << " retained\n";
+      std::cerr << "retain-diff: over --fail-over " << HumanBytesOf(threshold->bytes) << ": "
+                << SignedBytes(result->total_retained_bytes) << " retained";
+      // Name the owners holding most of it.
+      const char* separator = ", most by ";
+      for (size_t i = 0; i < result->rows.size() && i < 3; ++i) {
+        if (result->rows[i].retained_bytes <= 0) break;
+        std::cerr << separator << result->rows[i].owner.display << " ("
+                  << SignedBytes(result->rows[i].retained_bytes) << ")";
+        separator = ", ";
+      }
+      std::cerr << "\n";
       exit_code = 1;
     }
   }

@@ -39,6 +39,7 @@ int Fail(absl::string_view message) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  retain::tool::NormalizeDashedFlags(argc, argv);
   if (retain::tool::WantsHelp(argc, argv)) {
     std::cout << kUsage << "\n" << kHelp;
     return 0;

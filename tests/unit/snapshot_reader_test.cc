@@ -32,6 +32,7 @@ v1::Snapshot ValidSnapshot() {
   v1::Header* header = snapshot.mutable_header();
   header->set_format_version(v1::FORMAT_VERSION_CURRENT);
   header->set_pid(42);
+  snapshot.mutable_health()->set_arena_bytes(4096);  // the shim always writes it, last
   v1::Stack* stack = snapshot.add_stacks();
   stack->set_id(7);
   stack->add_frames(0x401000);
@@ -126,9 +127,18 @@ TEST(ParseSnapshotTest, OptionalColumnsCarryTheirValuesWhenPresent) {
 TEST(ParseSnapshotTest, AcceptsSnapshotWithoutAllocations) {
   v1::Snapshot snapshot;
   snapshot.mutable_header()->set_format_version(v1::FORMAT_VERSION_CURRENT);
+  snapshot.mutable_health();
   absl::StatusOr<v1::Snapshot> parsed = RoundTrip(snapshot);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_TRUE(FlattenAllocations(*parsed).empty());
+}
+
+TEST(ParseSnapshotTest, RefusesSnapshotCutBetweenTwoFields) {
+  // Cut exactly at a field boundary the bytes still parse; the missing
+  // health section (always written last) gives it away.
+  v1::Snapshot snapshot = ValidSnapshot();
+  snapshot.clear_health();
+  ExpectRefused(RoundTrip(snapshot), "truncated");
 }
 
 TEST(ParseSnapshotTest, RefusesEmptyInput) { ExpectRefused(ParseSnapshot("", "test.pb"), "empty"); }

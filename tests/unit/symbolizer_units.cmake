@@ -6,7 +6,7 @@ add_executable(symbolizer_test ${CMAKE_CURRENT_LIST_DIR}/symbolizer_test.cc)
 target_link_libraries(symbolizer_test PRIVATE
   retain_test_support absl::str_format GTest::gmock GTest::gtest_main)
 target_link_options(symbolizer_test PRIVATE -Wl,--build-id=sha1)
-add_dependencies(symbolizer_test sym_program sym_lib)
+add_dependencies(symbolizer_test sym_program sym_program_split sym_lib)
 if(TARGET retain)
   add_dependencies(symbolizer_test retain)
 endif()

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace retain::tool {
 
@@ -43,7 +44,11 @@ absl::Status CheckFlags(int argc, char** argv) {
       absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
       if (negated != nullptr && negated->IsOfType<bool>() && !has_value) continue;
     }
-    if (flag == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    if (flag == nullptr) {
+      // Shown as documented: with dashes (NormalizeDashedFlags made them _).
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", absl::StrReplaceAll(name, {{"_", "-"}})));
+    }
     if (!has_value && !flag->IsOfType<bool>()) {
       if (i + 1 >= argc)
         return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
@@ -56,6 +61,18 @@ absl::Status CheckFlags(int argc, char** argv) {
     }
   }
   return absl::OkStatus();
+}
+
+void NormalizeDashedFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    if (arg[0] != '-' || arg[1] == '\0') continue;
+    if (arg[1] == '-' && arg[2] == '\0') break;  // "--": the rest is positional
+    char* name = arg + (arg[1] == '-' ? 2 : 1);
+    for (char* p = name; *p != '\0' && *p != '='; ++p) {
+      if (*p == '-') *p = '_';
+    }
+  }
 }
 
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {

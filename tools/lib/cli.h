@@ -15,6 +15,11 @@ namespace retain::tool {
 // True if argv asks for help (-h, --help, -help) before any "--".
 bool WantsHelp(int argc, char** argv);
 
+// Rewrites "--fail-over" to "--fail_over" (and "--debug-dir=x" to
+// "--debug_dir=x") in place, up to a "--": absl names flags with
+// underscores, users type dashes.
+void NormalizeDashedFlags(int argc, char** argv);
+
 // Checks every flag in argv against absl's registry (known, has a value,
 // the value parses) without exiting, so the caller can turn a problem into
 // exit code 2. Call before absl::ParseCommandLine, which then cannot fail.

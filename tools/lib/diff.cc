@@ -23,11 +23,17 @@ std::string BaseName(const std::string& path) {
 // Rows keyed by owner key, in first-seen order of keys.
 class RowTable {
  public:
+  // A row groups every allocation whose owner has this key; under --by
+  // module or kind they may belong to different categories, and then the
+  // row belongs to none of them.
   DiffRow& Get(const Owner& owner) {
     auto [it, inserted] = index_.emplace(owner.key, rows_.size());
     if (inserted) {
       rows_.emplace_back();
       rows_.back().owner = owner;
+    } else if (rows_[it->second].owner.category != owner.category) {
+      rows_[it->second].owner.category.clear();
+      rows_[it->second].owner.bounded = false;
     }
     return rows_[it->second];
   }

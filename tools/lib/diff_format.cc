@@ -64,7 +64,7 @@ std::string JsonSnapshotRef(const v1::Snapshot& snapshot) {
 
 std::string JsonDouble(double value) {
   if (!std::isfinite(value)) return "null";
-  return absl::StrFormat("%.6g", value);
+  return absl::StrFormat("%.17g", value);  // round-trips: byte counts stay exact
 }
 
 // `unit`: "request" when the x axis counts requests, else "snapshot".
@@ -240,13 +240,13 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
     absl::StrAppend(&out, "  warning     ", warning, "\n");
   }
   absl::StrAppend(&out, "\n", Pad("verdict", 9), PadLeft("first", 11), PadLeft("last", 11), "  ",
-                  Pad(absl::StrCat("per ", unit, " / level"), 34), "owner (", GroupByName(options.by),
+                  Pad(absl::StrCat("per ", unit, " / level"), 34), "  owner (", GroupByName(options.by),
                   ")\n");
   auto line = [&](const TrendRow& row) {
     absl::StrAppend(&out, Pad(VerdictName(row.fit.verdict), 9),
                     PadLeft(HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.front(), 0))), 11),
                     PadLeft(HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.back(), 0))), 11),
-                    "  ", Pad(VerdictDetail(row.fit, unit), 34), row.owner.display);
+                    "  ", Pad(VerdictDetail(row.fit, unit), 34), "  ", row.owner.display);
     if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
       absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
     }

@@ -130,6 +130,8 @@ const std::vector<std::string>& DefaultSkipPatterns() {
       "^(malloc|calloc|realloc|reallocarray|free|posix_memalign|aligned_alloc|memalign|valloc|"
       "pvalloc|mmap|mmap64|mremap|strdup|strndup|__strdup|__strndup|asprintf|vasprintf|"
       "open_memstream|__libc_.*|_dl_.*|__GI_.*)$",
+      // stdio buffers belong to whoever did the I/O.
+      "^_IO_", "^__vfprintf_internal$", "^outstring_func$",
       // C++ allocation and its exception objects.
       "^operator new", "^operator delete", "^__cxa_allocate_exception",
       // The standard library's allocators, smart pointers and containers

@@ -174,6 +174,13 @@ absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string
                         version, static_cast<int>(v1::FORMAT_VERSION_CURRENT)));
   }
 
+  // The shim writes the health section last: without it the file was cut
+  // short, possibly exactly between two fields (which parses cleanly).
+  if (!snapshot.has_health()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": truncated snapshot: it ends before the health section the shim writes last"));
+  }
+
   absl::flat_hash_set<uint32_t> stack_ids;
   stack_ids.reserve(snapshot.stacks_size());
   for (const v1::Stack& stack : snapshot.stacks()) stack_ids.insert(stack.id());

@@ -11,9 +11,10 @@
 //    results are being asked for.
 //  - ModuleSlot: one module as snapshots record it (path + build-id): the
 //    verdict on its file (usable, replaced, missing: warned once) and the
-//    results per module offset. References returned by Symbolize() point
-//    into these maps and stay valid for the Symbolizer's lifetime (node maps
-//    never move their values).
+//    results per module offset. The results themselves live side by side
+//    in one deque (it never moves its elements): references returned by
+//    Symbolize() stay valid for the Symbolizer's lifetime, and hot lookups
+//    touch less memory than scattered map nodes would.
 //  - DebugModule: an opened ELF file and its DWARF, shared by every slot
 //    with the same build-id (or the same file, when it has none). DWARF is
 //    indexed per compilation unit on first use: the function and inlined
@@ -37,6 +38,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -69,10 +71,16 @@ std::string Demangle(const char* name) {
   return result;
 }
 
-// A symbol's demangled name without the " [clone .cold]", " [clone
-// .isra.0]"... suffixes of compiler-made copies: one function, one name.
+// A symbol's demangled name without its version ("@@GLIBC_2.2.5": not part
+// of the name, and it would split owners across libc builds) and without
+// the " [clone .cold]", " [clone .isra.0]"... suffixes of compiler-made
+// copies: one function, one name.
 std::string DemangleSymbol(const char* name) {
-  std::string text = Demangle(name);
+  std::string unversioned = name;
+  if (size_t at = unversioned.find('@'); at != std::string::npos && at > 0) {
+    unversioned.resize(at);
+  }
+  std::string text = Demangle(unversioned.c_str());
   for (size_t at;
        absl::EndsWith(text, "]") && (at = text.rfind(" [clone ")) != std::string::npos;) {
     text.resize(at);
@@ -538,12 +546,14 @@ class DebugModule {
           }
           frames.push_back(std::move(frame));
         }
-        // Code the compiler described with a line but no function (asm).
+        // A function DWARF left without a name: its symbol's.
         if (!frames.empty() && frames.back().function.empty()) {
           frames.back().function = SymbolName(pc);
         }
       }
     }
+    // No DWARF function here (no debug information; assembly): the symbol,
+    // and the line if the line table has one.
     if (frames.empty()) {
       std::string name = SymbolName(pc);
       if (!name.empty() || line != nullptr) {
@@ -777,7 +787,8 @@ class DebugModule {
   // Its demangled name; empty when there is none.
   std::string SymbolName(uint64_t pc) {
     const ElfSymbol* symbol = SymbolAt(pc);
-    return symbol == nullptr ? "" : DemangleSymbol(symbol->name);
+    if (symbol == nullptr) return "";
+    return DemangleSymbol(symbol->name);
   }
 
   void LoadSymbols() {
@@ -834,8 +845,8 @@ struct ModuleSlot {
   std::string path;      // as recorded
   std::string build_id;  // raw bytes, as recorded
   bool resolved = false;
-  DebugModule* debug = nullptr;                              // null: module+offset only
-  absl::node_hash_map<uint64_t, SymbolizedAddress> results;  // by module offset
+  DebugModule* debug = nullptr;                               // null: module+offset only
+  absl::flat_hash_map<uint64_t, SymbolizedAddress*> results;  // by module offset
 };
 
 struct SegmentEntry {
@@ -915,9 +926,10 @@ std::string ModuleTableKey(const v1::Snapshot& snapshot) {
 class Symbolizer::Impl {
  public:
   explicit Impl(SymbolizerOptions options) : options_(std::move(options)) {
-    while (options_.sysroot.size() > 1 && options_.sysroot.back() == '/')
+    // "/" and "" both mean none; "/srv/root/" is "/srv/root".
+    while (!options_.sysroot.empty() && options_.sysroot.back() == '/') {
       options_.sysroot.pop_back();
-    if (options_.sysroot == "/") options_.sysroot.clear();
+    }
     debug_dirs_ = options_.debug_dirs;
     if (!options_.sysroot.empty()) debug_dirs_.push_back(options_.sysroot + "/usr/lib/debug");
     debug_dirs_.push_back("/usr/lib/debug");
@@ -993,9 +1005,10 @@ class Symbolizer::Impl {
     }
     ModuleSlot* slot = segment->slot;
     const uint64_t offset = address - segment->load_bias;
-    auto [it, inserted] = slot->results.try_emplace(offset);
-    SymbolizedAddress& result = it->second;
-    if (!inserted) return result;
+    auto [it, inserted] = slot->results.try_emplace(offset, nullptr);
+    if (!inserted) return *it->second;
+    SymbolizedAddress& result = storage_.emplace_back();
+    it->second = &result;
     result.module = slot->path;
     result.module_offset = offset;
     if (!slot->resolved) ResolveSlot(slot);
@@ -1062,6 +1075,8 @@ class Symbolizer::Impl {
   absl::flat_hash_map<std::string, std::unique_ptr<ModuleSlot>> slots_;
   absl::flat_hash_map<std::string, std::unique_ptr<SnapshotIndex>> indexes_;
   absl::node_hash_map<uint64_t, SymbolizedAddress> unmapped_;
+  // Every module's results (see the top of the file).
+  std::deque<SymbolizedAddress> storage_;
   Fingerprint last_fingerprint_;
   SnapshotIndex* last_index_ = nullptr;
 };

@@ -62,9 +62,10 @@ class Symbolizer {
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
 
-  // Symbolizes a frame of a stack recorded in `snapshot`. `frame_index` is
-  // its position in the stack: every frame but the first is a return
-  // address, so the lookup uses address - 1 (the call instruction).
+  // Symbolizes a frame of a stack recorded in `snapshot`. Every frame the
+  // shim records is a return address (the first included), so the lookup
+  // uses address - 1, inside the call instruction. `frame_index` is the
+  // frame's position in the stack, kept for callers' bookkeeping.
   const SymbolizedAddress& Symbolize(const v1::Snapshot& snapshot, uint64_t address,
                                      int frame_index);
 

@@ -160,6 +160,9 @@ absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapsh
         result.rows.emplace_back();
         result.rows.back().owner = owner;
         result.rows.back().live_bytes.assign(n, 0);
+      } else if (result.rows[it->second].owner.category != owner.category) {
+        result.rows[it->second].owner.category.clear();  // spans categories: none
+        result.rows[it->second].owner.bounded = false;
       }
       result.rows[it->second].live_bytes[s] += static_cast<int64_t>(a.size);
     }
