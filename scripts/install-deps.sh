@@ -21,11 +21,13 @@ BUILD_PACKAGES=(
   libprotobuf-dev protobuf-compiler    # snapshot schema (tools side)
   libdw-dev elfutils                   # DWARF symbolization in the tools
   zlib1g-dev                           # gzip for the pprof exporter
+  libcpp-httplib-dev                   # the llama-server look-alike (examples/llm-server-sim)
   libgtest-dev libgmock-dev            # the test binaries (configured with the rest)
 )
 TEST_PACKAGES=(
   python3 git                          # real programs the transparency tests run
   golang-go                            # `go tool pprof`: the pprof test's independent reader
+  clang-14 libclang-rt-14-dev          # libFuzzer for the HTTP sniffer fuzz test
 )
 
 die() {

@@ -171,6 +171,16 @@ void LoadConfig(Config* config) {
     }
   }
 
+  config->snapshot_every = 0;
+  if (const char* text = getenv("RETAIN_SNAPSHOT_EVERY"); text != nullptr && *text != '\0') {
+    uint64_t every = 0;
+    if (!ParseUnsigned(text, &every)) {
+      LogWarning("RETAIN_SNAPSHOT_EVERY='%.64s' is not a number of requests; using 0 (off)", text);
+    } else {
+      config->snapshot_every = every;
+    }
+  }
+
   config->max_memory = kDefaultMaxMemory;
   if (const char* text = getenv("RETAIN_MAX_MEMORY"); text != nullptr && *text != '\0') {
     uint64_t bytes = 0;

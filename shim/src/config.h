@@ -25,6 +25,8 @@ struct Config {
   uint64_t max_memory;
   // RETAIN_LOG: diagnostics on stderr.
   bool log;
+  // RETAIN_SNAPSHOT_EVERY: a snapshot after every Nth request ends; 0 = off.
+  uint64_t snapshot_every;
 };
 
 inline constexpr int kMaxDepth = 256;

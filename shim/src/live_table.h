@@ -30,7 +30,8 @@ struct LiveRecord {
   uint32_t thread_id;
   uint32_t tag_id;
   Kind kind;
-  uint8_t reserved[3];
+  uint8_t attribution;  // retain.v1.Attribution of tag_id
+  uint8_t reserved[2];
 };
 
 // Trivially constructible on purpose: a static instance is zero-filled

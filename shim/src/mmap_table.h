@@ -28,6 +28,7 @@ struct MapRecord {
   uint32_t thread_id;
   uint32_t tag_id;
   Kind kind;
+  uint8_t attribution;  // retain.v1.Attribution of tag_id
 };
 
 // Trivially constructible, like LiveTable (see there).

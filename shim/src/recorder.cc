@@ -8,6 +8,7 @@
 
 #include "process_info.h"
 #include "stack_capture.h"
+#include "tag_table.h"
 #include "thread_state.h"
 
 namespace retain::shim {
@@ -47,6 +48,9 @@ void RecordHeapAlloc(void* pointer, size_t size) {
   record.stack_id = CaptureStackId();
   record.thread_id = CurrentThreadId();
   record.birth_time_us = MicrosSinceStart();
+  Attribution rule;
+  record.tag_id = AttributeAllocation(size, &rule);
+  record.attribution = static_cast<uint8_t>(rule);
   g_heap.Insert(record, g_birth_sequence);
   errno = saved;
 }
@@ -76,6 +80,9 @@ void RecordMapping(void* address, size_t length, int prot, int flags, int fd, ui
   record.stack_id = stack_id;
   record.thread_id = CurrentThreadId();
   record.birth_time_us = MicrosSinceStart();
+  Attribution rule;
+  record.tag_id = AttributeAllocation(record.end - record.start, &rule);
+  record.attribution = static_cast<uint8_t>(rule);
   // Under the mappings lock, like the heap's under its shard lock.
   record.birth_sequence = g_birth_sequence.fetch_add(1, std::memory_order_relaxed);
   ProgramMappings().Insert(record);

@@ -112,12 +112,3 @@ bool InitializeShim() {
 }
 
 }  // namespace retain::shim
-
-// The public API (shim/include/retain/retain.h).
-#include "retain/retain.h"
-
-extern "C" __attribute__((visibility("default"))) int retain_snapshot(const char* label) {
-  using namespace retain::shim;
-  if (!ShimReady() || g_thread.busy) return -1;
-  return WriteSnapshot(Trigger::kApi, label, nullptr, 0) ? 0 : -1;
-}

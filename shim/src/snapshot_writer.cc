@@ -25,6 +25,7 @@
 #include "recorder.h"
 #include "stack_capture.h"
 #include "stack_table.h"
+#include "tag_table.h"
 #include "thread_state.h"
 #include "wire_encoder.h"
 
@@ -50,6 +51,7 @@ struct Row {
   uint32_t thread_id;
   uint32_t tag_id;
   Kind kind;
+  uint8_t attribution;
 };
 
 // A set of stack ids that grows as needed (arena pages).
@@ -96,7 +98,9 @@ class BlockEncoder {
     thread_.Varint(row.thread_id);
     tag_.Varint(row.tag_id);
     flags_.Varint(row.flags);
+    attribution_.Varint(row.attribution);
     any_tag_ |= row.tag_id != 0;
+    any_attribution_ |= row.attribution != 0;
     any_flags_ |= row.flags != 0;
     if (row.stack_id != 0) stacks_.Add(row.stack_id);
     if (++count_ == kBlockRows) Flush();
@@ -116,15 +120,16 @@ class BlockEncoder {
     block_.PackedField(7, thread_);
     if (any_tag_) block_.PackedField(8, tag_);
     if (any_flags_) block_.PackedField(9, flags_);
+    if (any_attribution_) block_.PackedField(10, attribution_);
     out_.MessageField(5, block_);
     for (ProtoBuffer* column :
-         {&address_, &size_, &kind_, &stack_, &sequence_, &time_, &thread_, &tag_, &flags_}) {
+         {&address_, &size_, &kind_, &stack_, &sequence_, &time_, &thread_, &tag_, &flags_, &attribution_}) {
       if (column->failed()) failed_ = true;
       column->Clear();
     }
     if (block_.failed()) failed_ = true;
     count_ = 0;
-    any_tag_ = any_flags_ = false;
+    any_tag_ = any_flags_ = any_attribution_ = false;
   }
 
   bool failed() const { return failed_; }
@@ -132,11 +137,13 @@ class BlockEncoder {
  private:
   ProtoBuffer& out_;
   IdSet& stacks_;
-  ProtoBuffer block_, address_, size_, kind_, stack_, sequence_, time_, thread_, tag_, flags_;
+  ProtoBuffer block_, address_, size_, kind_, stack_, sequence_, time_, thread_, tag_, flags_,
+      attribution_;
   size_t count_ = 0;
   uint64_t previous_address_ = 0;
   bool any_tag_ = false;
   bool any_flags_ = false;
+  bool any_attribution_ = false;
   bool failed_ = false;
 };
 
@@ -312,13 +319,13 @@ bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& captu
   for (size_t i = 0; i < capture.heap_count && ok; ++i) {
     const LiveRecord& r = capture.heap[i];
     blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, 0, r.stack_id,
-                   r.thread_id, r.tag_id, r.kind});
+                   r.thread_id, r.tag_id, r.kind, r.attribution});
     if (i % kBlockRows == 0) ok = !blocks.failed() && output.MaybeFlush();
   }
   for (size_t i = 0; i < capture.map_count && ok; ++i) {
     const MapRecord& r = capture.maps[i];
     blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags,
-                   r.stack_id, r.thread_id, r.tag_id, r.kind});
+                   r.stack_id, r.thread_id, r.tag_id, r.kind, r.attribution});
   }
   blocks.Flush();
   return ok && !blocks.failed() && output.MaybeFlush();
@@ -342,6 +349,55 @@ bool EncodeStacks(Output& output, const IdSet& referenced) {
     if (!output.MaybeFlush()) return false;
   }
   return true;
+}
+
+// The tag table, with each tag's bytes still live in this snapshot.
+bool EncodeTags(Output& output, const TableCapture& capture) {
+  const uint32_t count = TagCount();
+  if (count == 0) return true;
+  struct Live {
+    uint64_t bytes;
+    uint64_t count;
+  };
+  const size_t live_size = sizeof(Live) * (size_t{count} + 1);
+  auto* live = static_cast<Live*>(MapScratchPages(live_size));
+  if (live == nullptr) return false;
+  for (size_t i = 0; i < capture.heap_count; ++i) {
+    uint32_t tag = capture.heap[i].tag_id;
+    if (tag != 0 && tag <= count) {
+      live[tag].bytes += capture.heap[i].size;
+      live[tag].count += 1;
+    }
+  }
+  for (size_t i = 0; i < capture.map_count; ++i) {
+    uint32_t tag = capture.maps[i].tag_id;
+    if (tag != 0 && tag <= count) {
+      live[tag].bytes += capture.maps[i].end - capture.maps[i].start;
+      live[tag].count += 1;
+    }
+  }
+  ProtoBuffer tag;
+  bool ok = true;
+  for (uint32_t id = 1; id <= count && ok; ++id) {
+    const TagEntry* entry = FindTag(id);
+    if (entry == nullptr) continue;
+    tag.Clear();
+    tag.UintField(1, id);
+    tag.StringField(2, entry->request_id);
+    tag.StringField(3, entry->method);
+    tag.StringField(4, entry->path);
+    tag.UintField(5, entry->thread_id);
+    tag.UintField(6, entry->start_us);
+    tag.UintField(7, entry->end_us.load(std::memory_order_acquire));
+    tag.UintField(8, entry->bytes_allocated.load(std::memory_order_relaxed));
+    tag.UintField(9, live[id].bytes);
+    tag.UintField(10, live[id].count);
+    tag.UintField(11, static_cast<uint64_t>(entry->source));
+    output.buffer().MessageField(7, tag);
+    ok = output.MaybeFlush();
+  }
+  UnmapScratchPages(live, live_size);
+  return ok;
 }
 
 void EncodeTotals(ProtoBuffer& out, const KindCounters* counters) {
@@ -435,7 +491,7 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
       BlockEncoder blocks(output.buffer(), referenced);
       ok = EncodeAllocations(output, blocks, capture);
     }
-    ok = ok && EncodeStacks(output, referenced);
+    ok = ok && EncodeStacks(output, referenced) && EncodeTags(output, capture);
     if (ok) {
       EncodeTotals(output.buffer(), capture.counters);
       EncodeHealth(output.buffer(), capture);

@@ -23,6 +23,10 @@ struct ThreadState {
   uint32_t initializing;
   // Kernel thread id, cached (0 = not read yet). Reset in a fork child.
   uint32_t tid;
+  // The request this thread works for (0: none) and the Attribution rule
+  // that tied it (explicit, http-thread).
+  uint32_t tag_id;
+  uint32_t tag_rule;
   // Bounds of this thread's stack for the frame-pointer walk (0 = unknown).
   uintptr_t stack_low;
   uintptr_t stack_high;

@@ -4,7 +4,8 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${SHIM}")
 endif()
 set(allowed malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign
-    valloc pvalloc mmap mmap64 munmap mremap dlclose retain_snapshot)
+    valloc pvalloc mmap mmap64 munmap mremap dlclose retain_snapshot retain_request_begin
+    retain_request_end retain_request_adopt retain_request_release)
 string(REPLACE "\n" ";" lines "${dynamic}")
 set(seen "")
 foreach(line IN LISTS lines)

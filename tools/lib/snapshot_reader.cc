@@ -118,6 +118,7 @@ absl::Status ValidateBlock(absl::string_view name, int block_index, const v1::Al
       {"thread_id", b.thread_id_size(), false},
       {"tag_id", b.tag_id_size(), true},
       {"flags", b.flags_size(), true},
+      {"attribution", b.attribution_size(), true},
   };
   for (const Column& column : columns) {
     if (absl::Status s =
@@ -202,6 +203,7 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
   for (const v1::AllocationBlock& block : snapshot.allocations()) {
     const bool has_tags = block.tag_id_size() > 0;
     const bool has_flags = block.flags_size() > 0;
+    const bool has_attribution = block.attribution_size() > 0;
     // Each block restarts from an absolute address, so blocks can be
     // written (and read) independently.
     uint64_t address = 0;
@@ -217,6 +219,7 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
       row.thread_id = block.thread_id(i);
       row.tag_id = has_tags ? block.tag_id(i) : 0;
       row.flags = has_flags ? block.flags(i) : 0;
+      row.attribution = has_attribution ? block.attribution(i) : v1::ATTRIBUTION_NONE;
       rows.push_back(row);
     }
   }

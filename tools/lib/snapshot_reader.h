@@ -27,6 +27,7 @@ struct Allocation {
   uint32_t thread_id = 0;
   uint32_t tag_id = 0;
   uint64_t flags = 0;
+  v1::Attribution attribution = v1::ATTRIBUTION_NONE;  // how tag_id was chosen
 };
 
 // Reads and validates a snapshot file. Errors (InvalidArgument unless the
