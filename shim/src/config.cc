@@ -171,6 +171,24 @@ void LoadConfig(Config* config) {
     }
   }
 
+  config->http = true;
+  if (const char* text = getenv("RETAIN_HTTP"); text != nullptr && *text != '\0') {
+    if (strcasecmp(text, "off") == 0 || strcmp(text, "0") == 0) {
+      config->http = false;
+    } else if (strcasecmp(text, "on") != 0 && strcmp(text, "1") != 0) {
+      LogWarning("RETAIN_HTTP='%.64s' is not on or off; using on", text);
+    }
+  }
+  config->http_paths[0] = '\0';
+  if (const char* text = getenv("RETAIN_HTTP_PATHS"); text != nullptr) {
+    if (strlen(text) >= sizeof(config->http_paths)) {
+      LogWarning("RETAIN_HTTP_PATHS is longer than %zu bytes; every path opens a tag",
+                 sizeof(config->http_paths) - 1);
+    } else {
+      strcpy(config->http_paths, text);
+    }
+  }
+
   config->snapshot_every = 0;
   if (const char* text = getenv("RETAIN_SNAPSHOT_EVERY"); text != nullptr && *text != '\0') {
     uint64_t every = 0;

@@ -25,6 +25,10 @@ struct Config {
   uint64_t max_memory;
   // RETAIN_LOG: diagnostics on stderr.
   bool log;
+  // RETAIN_HTTP: follow HTTP/1.x on accepted sockets to tag requests.
+  bool http;
+  // RETAIN_HTTP_PATHS: comma-separated paths that open tags; "" = all.
+  char http_paths[1024];
   // RETAIN_SNAPSHOT_EVERY: a snapshot after every Nth request ends; 0 = off.
   uint64_t snapshot_every;
 };

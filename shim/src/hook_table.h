@@ -17,6 +17,9 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -35,7 +38,20 @@
   X(mmap64)                     \
   X(munmap)                     \
   X(mremap)                     \
-  X(dlclose)
+  X(dlclose)                    \
+  X(accept)                     \
+  X(accept4)                    \
+  X(read)                       \
+  X(recv)                       \
+  X(recvfrom)                   \
+  X(recvmsg)                    \
+  X(readv)                      \
+  X(write)                      \
+  X(send)                       \
+  X(sendto)                     \
+  X(sendmsg)                    \
+  X(writev)                     \
+  X(close)
 
 namespace retain::shim {
 

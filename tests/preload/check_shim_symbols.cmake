@@ -5,7 +5,8 @@ if(NOT rc EQUAL 0)
 endif()
 set(allowed malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign
     valloc pvalloc mmap mmap64 munmap mremap dlclose retain_snapshot retain_request_begin
-    retain_request_end retain_request_adopt retain_request_release)
+    retain_request_end retain_request_adopt retain_request_release
+    accept accept4 read recv recvfrom recvmsg readv write send sendto sendmsg writev close)
 string(REPLACE "\n" ";" lines "${dynamic}")
 set(seen "")
 foreach(line IN LISTS lines)
