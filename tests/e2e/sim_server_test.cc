@@ -29,12 +29,15 @@ struct SimRun {
   std::vector<v1::Snapshot> loaded;
 };
 
-SimRun RunSim(const TempDir& dir, const std::vector<std::string>& flags, int requests) {
+SimRun RunSim(const TempDir& dir, const std::vector<std::string>& flags, int requests,
+              std::map<std::string, std::string> env = {}) {
   SimRun run;
   RunOptions options;
   options.argv = {std::string(RETAIN_SIM_PATH), "--port", "0"};
   for (const std::string& flag : flags) options.argv.push_back(flag);
-  options.env = {{"RETAIN_DIR", dir.path()}, {"RETAIN_SNAPSHOT_EVERY", "1"}};
+  options.env = std::move(env);
+  options.env["RETAIN_DIR"] = dir.path();
+  if (!options.env.count("RETAIN_SNAPSHOT_EVERY")) options.env["RETAIN_SNAPSHOT_EVERY"] = "1";
   options.preload = true;
   proc::Child server(options);
   EXPECT_GT(server.pid(), 0);
@@ -55,6 +58,7 @@ SimRun RunSim(const TempDir& dir, const std::vector<std::string>& flags, int req
   EXPECT_EQ(stopped.exit_code, 0) << stopped.stderr_data;
   std::map<int, std::string> by_request;
   for (const std::string& file : ListSnapshots(dir.path())) {
+    if (file.find("llm-server-sim.") == std::string::npos) continue;
     v1::Snapshot snapshot = LoadSnapshot(file);
     const std::string& label = snapshot.header().label();
     if (label.rfind("requests-", 0) == 0) by_request[std::stoi(label.substr(9))] = file;
@@ -137,6 +141,32 @@ TEST(SimServerTest, WithoutACacheThereIsNoPromptCacheOwner) {
   ASSERT_EQ(live.exit_code, 0) << Describe(live);
   EXPECT_EQ(live.stdout_data.find("PromptCache"), std::string::npos) << live.stdout_data;
   EXPECT_EQ(live.stdout_data.find("PrefixTrie"), std::string::npos) << live.stdout_data;
+}
+
+// RETAIN_HTTP_PATHS: only listed paths open tags (and so count as requests).
+TEST(SimServerTest, OnlyListedPathsOpenTags) {
+  TempDir dir;
+  SimRun run = RunSim(dir, {"--cache-mib", "0"}, 3, {{"RETAIN_HTTP_PATHS", "/health,/metrics"}});
+  EXPECT_TRUE(run.snapshots.empty()) << "no /completion request may count";
+  std::vector<std::string> files = ListSnapshots(dir.path());
+  ASSERT_FALSE(files.empty());
+  v1::Snapshot exit_snapshot = LoadSnapshot(files.back());
+  EXPECT_EQ(exit_snapshot.tags_size(), 0);
+}
+
+// RETAIN_HTTP=off: the shim leaves sockets alone: no tags, no per-request
+// snapshots, and the server answers as usual.
+TEST(SimServerTest, HttpOffTagsNothing) {
+  TempDir dir;
+  SimRun run = RunSim(dir, {"--cache-mib", "0"}, 3, {{"RETAIN_HTTP", "off"}});
+  EXPECT_TRUE(run.snapshots.empty());
+  std::vector<std::string> files = ListSnapshots(dir.path());
+  ASSERT_FALSE(files.empty());
+  v1::Snapshot exit_snapshot = LoadSnapshot(files.back());
+  EXPECT_EQ(exit_snapshot.tags_size(), 0);
+  for (const tool::Allocation& row : tool::FlattenAllocations(exit_snapshot)) {
+    EXPECT_EQ(row.attribution, v1::ATTRIBUTION_NONE);
+  }
 }
 
 }  // namespace
