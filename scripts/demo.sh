@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # demo.sh: retain in one command, for a first look. Installs what is missing
-# (Debian 12), builds the shim, retain-dump, retain-diff and the demo program
-# (examples/demo/leaky.cc: a known leak beside a known bounded cache), runs
-# the program under libretain.so, then shows its snapshots with retain-dump
-# and retain-diff and says what to look at.
+# (Debian 12), builds the shim, retain-dump, retain-diff and the llama-server
+# look-alike (examples/llm-server-sim: a leaking prefix trie beside a bounded
+# prompt cache), runs the server under libretain.so with a snapshot after
+# every request, sends it 16 requests, stops it, then shows the snapshots
+# with retain-diff and says what to look at.
 #
 #   bash scripts/demo.sh
 #
@@ -19,9 +20,12 @@ cd "$repo_root"
 
 build_dir=${RETAIN_BUILD_DIR:-build}
 demo_dir=${RETAIN_DEMO_DIR:-retain-demo}
-program="$build_dir/bin/leaky"
+server="$build_dir/bin/llm-server-sim"
 dump="$build_dir/bin/retain-dump"
 diff="$build_dir/bin/retain-diff"
+requests=16
+server_flags=(--leak-trie --state-mib 4 --cache-mib 16)
+server_pid=
 
 step() { printf '\n== %s\n' "$*"; }
 die() {
@@ -29,84 +33,119 @@ die() {
   exit 1
 }
 
+# Stops the server this script started (that PID only), on any exit.
+stop_server() {
+  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  server_pid=
+}
+trap stop_server EXIT
+trap 'exit 1' INT TERM
+
 step "1. Dependencies (Debian 12 packages; installed only if missing)"
 bash scripts/install-deps.sh --build-only || die "could not install the dependencies (see above)"
 echo "ok"
 
-step "2. Build libretain.so, the tools and the demo program in $build_dir/ (a few minutes the first time)"
-targets=(retain retain-dump retain-diff retain_demo_leaky)
+step "2. Build libretain.so, the tools and the demo server in $build_dir/ (a few minutes the first time)"
+targets=(retain retain-dump retain-diff llm-server-sim)
 bash scripts/build.sh "${targets[@]}" >/dev/null ||
   die "the build failed; run 'bash scripts/build.sh ${targets[*]}' to see why"
-for built in "$build_dir/libretain.so" "$dump" "$diff" "$program"; do
-  [[ -x "$built" ]] || die "$built was not built"
+for built in "$build_dir/libretain.so" "$dump" "$diff" "$server"; do
+  [[ -x "$built" ]] || die "$built was not built (llm-server-sim needs libcpp-httplib-dev)"
   echo "$built"
 done
 
-step "3. Run the demo program under the shim"
+step "3. Start the llama-server look-alike under the shim, a snapshot after every request"
 mkdir -p "$demo_dir"
-rm -f "$demo_dir"/leaky.*.pb "$demo_dir"/.leaky.*.tmp
-echo "\$ scripts/retain-run -o $demo_dir -- $program"
-echo "  (the same as: LD_PRELOAD=$(readlink -f "$build_dir/libretain.so") RETAIN_DIR=$demo_dir $program)"
-RETAIN_LIB="$build_dir/libretain.so" scripts/retain-run -o "$demo_dir" -- "$program" ||
-  die "the demo program failed under the shim"
+rm -f "$demo_dir"/llm-server-sim.*.pb "$demo_dir"/.llm-server-sim.*.tmp \
+  "$demo_dir"/server.out "$demo_dir"/server.log
+echo "\$ RETAIN_SNAPSHOT_EVERY=1 scripts/retain-run -o $demo_dir -- $server --port 0 ${server_flags[*]} &"
+echo "  (the same as: LD_PRELOAD=$(readlink -f "$build_dir/libretain.so") RETAIN_DIR=$demo_dir RETAIN_SNAPSHOT_EVERY=1 $server ...)"
+RETAIN_LIB="$build_dir/libretain.so" RETAIN_SNAPSHOT_EVERY=1 \
+  scripts/retain-run -o "$demo_dir" -- "$server" --port 0 "${server_flags[@]}" \
+  >"$demo_dir/server.out" 2>"$demo_dir/server.log" &
+server_pid=$!
+sim_pid=$server_pid
+port=
+for _ in $(seq 300); do # 30 s at most
+  port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$demo_dir/server.out")
+  [[ -n "$port" ]] && break
+  kill -0 "$server_pid" 2>/dev/null ||
+    die "the server exited before listening; see $demo_dir/server.log"
+  sleep 0.1
+done
+[[ -n "$port" ]] || die "the server did not print 'listening on' within 30 s; see $demo_dir/server.log"
+echo "pid $server_pid, listening on 127.0.0.1:$port"
 
-step "4. Snapshots written: <program>.<pid>.<sequence>.pb"
-mapfile -t snapshots < <(cd "$demo_dir" && find . -maxdepth 1 -name 'leaky.*.pb' -printf '%f\n' |
+step "4. Send it $requests requests (X-Request-Id: req-1 .. req-$requests)"
+echo "\$ python3 examples/llm-server-sim/send_requests.py --port $port --count $requests --id-prefix req"
+python3 examples/llm-server-sim/send_requests.py --port "$port" --count "$requests" --id-prefix req |
+  sed -n '1,2p;$p' || die "sending the requests failed; see $demo_dir/server.log"
+echo "  (lines 3..$((requests - 1)) left out; the server's log: $demo_dir/server.log)"
+
+step "5. Stop it (SIGTERM: a clean exit, and one last snapshot)"
+echo "\$ kill -TERM $server_pid; wait $server_pid"
+kill -TERM "$server_pid" || die "could not signal the server (pid $server_pid)"
+status=0
+wait "$server_pid" || status=$?
+server_pid=
+((status == 0)) || die "the server exited with status $status; see $demo_dir/server.log"
+mapfile -t snapshots < <(cd "$demo_dir" && find . -maxdepth 1 -name "llm-server-sim.$sim_pid.*.pb" -printf '%f\n' |
   sort -t. -k2,2n -k3,3n)
 count=${#snapshots[@]}
-# One per request (the program calls retain_snapshot), then one at exit.
-((count >= 6)) || die "expected a snapshot per request and one at exit in $demo_dir, found $count"
+# One per request (RETAIN_SNAPSHOT_EVERY=1, labelled requests-N, sequence N),
+# then one at exit (the highest sequence).
+((count == requests + 1)) ||
+  die "expected $requests request snapshots and one at exit in $demo_dir, found $count"
 for i in "${!snapshots[@]}"; do
+  [[ "${snapshots[i]}" == "llm-server-sim.$sim_pid.$((i + 1)).pb" ]] ||
+    die "expected llm-server-sim.$sim_pid.$((i + 1)).pb in $demo_dir, found ${snapshots[i]}"
   snapshots[i]="$demo_dir/${snapshots[i]}"
 done
-running=("${snapshots[@]:0:count-1}")
-requests=${#running[@]}
-last=${snapshots[count - 1]}
-echo "$count snapshots in $demo_dir/:"
-echo "  ${running[0]##*/} .. ${running[-1]##*/}   retain_snapshot(\"after-request-N\"), N = 1..$requests"
-echo "  ${last##*/}   at exit"
+running=("${snapshots[@]:0:requests}")
+last=${running[-1]}
+echo "$count snapshots in $demo_dir/ (<program>.<pid>.<sequence>.pb):"
+echo "  ${running[0]##*/} .. ${last##*/}   after request N, labelled requests-N, N = 1..$requests"
+echo "  ${snapshots[-1]##*/}   at exit"
 
-step "5. The exit snapshot, summarised by retain-dump"
-echo "\$ $dump --top 3 $last"
-"$dump" --top 3 "$last" || die "retain-dump could not read $last"
+step "6. The trend over the $requests request snapshots"
+echo "\$ $diff --trend --top 5 $demo_dir/llm-server-sim.$sim_pid.{1..$requests}.pb"
+"$diff" --trend --top 5 "${running[@]}" || die "retain-diff --trend failed"
 
-step "6. The trend over the $requests snapshots taken while it ran"
-echo "\$ $diff --trend --top 4 $demo_dir/leaky.<pid>.{1..$requests}.pb"
-"$diff" --trend --top 4 "${running[@]}" || die "retain-diff --trend failed"
-
-step "7. What was retained between request 5 and request $requests (exact, by birth sequence)"
-echo "\$ $diff --top 2 --depth 2 ${running[4]} ${running[-1]}"
-"$diff" --top 2 --depth 2 "${running[4]}" "${running[-1]}" || die "retain-diff failed"
+step "7. What is live after request $requests, by the request that allocated it"
+echo "\$ $diff --by tag --top 5 $last"
+"$diff" --by tag --top 5 "$last" || die "retain-diff --by tag failed"
 
 step "8. What to look at"
 cat <<EOF
-The program handled $requests requests and keeps memory in two ways:
+The server handled $requests requests (256-character prompts) and its RSS grew
+by about 4 MiB a request. retain-diff tells the two reasons apart:
 
- * RememberRequest: each request's 64 KiB body goes into a log nothing ever
-   frees. At exit it is the top stack: 20 x 64 KiB = 1.25 MiB live in 20
-   allocations (retain-dump rounds it to 1.2 MiB). The trend calls it
-   "linear": +64 KiB per request, to the end. Between requests 5 and 20 it
-   retained 15 x 64 KiB = 960 KiB and released nothing. A leak.
- * ComputeState: the LRU prompt cache, at most 4 entries of 256 KiB. The
-   trend calls it "plateau": it grew for 4 requests, then stayed at 1 MiB
-   although every request added an entry. Between requests 5 and 20 it
-   retained 1 MiB and released 1 MiB: it replaces what it holds. Bounded, by
-   design. At exit the cache had been destroyed with the program's static
-   objects, so the exit snapshot no longer holds it.
- * About 71 KiB from libstdc++, called by the dynamic loader before main:
-   libstdc++'s emergency exception pool, allocated once. Not a request's
-   doing. (Allocations made before the shim was ready show as "no stack".)
- * VmRSS, RssAnon and malloc's "free but held": resident memory, and what
-   the allocator keeps after free() without returning it to the kernel.
-   retain-diff splits RSS growth into tracked allocations, allocator
-   retention and the untracked rest (its header lines).
-
-retain-dump prints raw frames (module+offset); retain-diff symbolizes them
-(function, file:line) from the modules' DWARF.
+ * PrefixTrie::Insert (inference.cc:129): "linear", +4.0 MiB/request to the
+   end: 16 new trie nodes of 256 KiB per request that nothing frees, not even
+   at exit (64.0 MiB after request $requests). A leak: orphaned trie nodes. The
+   small linear rows below it (inference.cc:126 and :128, the std::map nodes)
+   are the same trie's bookkeeping, about 145 B a node.
+ * PromptCache::Save (inference.cc:106): "plateau", at 16.0 MiB from request 5:
+   the LRU prompt cache, 4 entries x 4 MiB (--cache-mib 16, --state-mib 4).
+   Request n saves request n-1's state, so it fills at request 5 and from then
+   on evicts one entry per request. Bounded, by design.
+ * VmRSS, RssAnon and "tracked (all kinds)": the process as a whole, linear
+   because after request 5 only the trie still grows. The header of step 7
+   splits RSS into tracked allocations, what malloc holds after free() and
+   the untracked rest.
+ * --by tag: the shim read each request's X-Request-Id on the wire and tagged
+   what was allocated while it was the latest open request (the inference
+   thread never reads a socket). Every request still holds its 4 MiB of trie
+   nodes; req-13 .. req-$requests hold 8 MiB: their trie nodes plus the cache
+   entry saved while they ran, the 4 the cache still keeps.
 
 Try next:
-  $diff $last                 # what is live, by owner
-  $dump --json $last
+  $diff ${running[4]} $last      # retained between requests 5 and $requests
+  $diff ${snapshots[-1]}      # at exit: the cache is freed, the trie leak alone
+  $dump --top 3 $last
   scripts/retain-run -o /tmp/r -- YOUR_PROGRAM ARGS    # kill -USR2 <pid> takes a snapshot
-  README.md: configuration, the snapshot format, what is not built yet.
+  examples/llm-server-sim/README.md: the server; README.md: configuration, the snapshot format.
 EOF

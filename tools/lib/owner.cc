@@ -143,7 +143,7 @@ const std::vector<std::string>& DefaultSkipPatterns() {
       "^std::deque<", "^std::__cxx11::list<", "^std::_List_base", "^std::(map|set|multimap|multiset|unordered_map|unordered_set)<",
       "^std::__shared_count", "^std::__shared_ptr", "^std::shared_ptr", "^std::_Sp_",
       "^std::make_shared", "^std::allocate_shared", "^std::make_unique", "^std::__uninitialized",
-      "^std::_Construct", "^std::pair<", "^std::tuple<", "^std::_Tuple_impl",
+      "^std::_Construct", "^std::construct_at", "^std::pair<", "^std::tuple<", "^std::_Tuple_impl",
       // Aligned-allocation wrappers in native servers (ggml and friends).
       "_aligned_malloc$", "_aligned_alloc$"};
   return *kPatterns;
