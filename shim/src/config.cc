@@ -1,6 +1,8 @@
 // config: see config.h.
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +129,62 @@ bool ParseSignal(const char* text, int* signal_number) {
   }
 }
 
+bool ParseControl(const char* text, Config* config, const char** why) {
+  config->control = ControlKind::kOff;
+  *why = "is not unix:PATH or tcp:127.0.0.1:PORT";
+  if (text == nullptr) return false;
+  if (strncmp(text, "unix:", 5) == 0) {
+    const char* path = text + 5;
+    size_t length = strlen(path);
+    if (length == 0 || length >= sizeof(config->control_path)) {
+      *why = "names no socket path or one longer than 107 bytes";
+      return false;
+    }
+    memcpy(config->control_path, path, length + 1);
+    config->control = ControlKind::kUnix;
+    return true;
+  }
+  if (strncmp(text, "tcp:", 4) != 0) return false;
+  const char* host = text + 4;
+  const char* colon = strrchr(host, ':');
+  if (colon == nullptr || colon == host) return false;
+  uint64_t port = 0;
+  if (!ParseUnsigned(colon + 1, &port) || port == 0 || port > 65535) return false;
+  char name[64];
+  size_t length = static_cast<size_t>(colon - host);
+  if (length >= sizeof(name)) return false;
+  memcpy(name, host, length);
+  name[length] = '\0';
+  char* start = name;
+  if (length >= 2 && name[0] == '[' && name[length - 1] == ']') {
+    name[length - 1] = '\0';
+    start = name + 1;
+  }
+  struct in_addr v4;
+  struct in6_addr v6;
+  if (inet_pton(AF_INET, start, &v4) == 1) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&v4.s_addr);
+    if (bytes[0] != 127) {
+      *why = "is not a loopback address (127.0.0.0/8 or ::1): refused";
+      return false;
+    }
+    memcpy(config->control_addr, bytes, 4);
+    config->control_ipv6 = false;
+  } else if (inet_pton(AF_INET6, start, &v6) == 1) {
+    if (memcmp(&v6, &in6addr_loopback, sizeof(v6)) != 0) {
+      *why = "is not a loopback address (127.0.0.0/8 or ::1): refused";
+      return false;
+    }
+    memcpy(config->control_addr, &v6, 16);
+    config->control_ipv6 = true;
+  } else {
+    return false;
+  }
+  config->control_port = static_cast<uint16_t>(port);
+  config->control = ControlKind::kTcp;
+  return true;
+}
+
 void LoadConfig(Config* config) {
   *config = Config{};
   const char* log = getenv("RETAIN_LOG");
@@ -196,6 +254,14 @@ void LoadConfig(Config* config) {
       LogWarning("RETAIN_SNAPSHOT_EVERY='%.64s' is not a number of requests; using 0 (off)", text);
     } else {
       config->snapshot_every = every;
+    }
+  }
+
+  config->control = ControlKind::kOff;
+  if (const char* text = getenv("RETAIN_CONTROL"); text != nullptr && *text != '\0') {
+    const char* why = nullptr;
+    if (!ParseControl(text, config, &why)) {
+      LogWarning("RETAIN_CONTROL='%.128s' %s; no control endpoint", text, why);
     }
   }
 

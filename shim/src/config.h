@@ -11,6 +11,7 @@
 namespace retain::shim {
 
 enum class UnwindMode { kLibunwind, kFramePointer };
+enum class ControlKind { kOff, kUnix, kTcp };
 
 struct Config {
   // RETAIN_DIR: where snapshots go. Default: the working directory.
@@ -31,6 +32,14 @@ struct Config {
   char http_paths[1024];
   // RETAIN_SNAPSHOT_EVERY: a snapshot after every Nth request ends; 0 = off.
   uint64_t snapshot_every;
+  // RETAIN_CONTROL: the control endpoint (control_server.h); off by default.
+  // "unix:PATH" or "tcp:HOST:PORT" with HOST a loopback address
+  // (127.0.0.0/8, ::1 or [::1]); anything else is refused with a warning.
+  ControlKind control;
+  char control_path[108];        // kUnix: the socket path
+  bool control_ipv6;             // kTcp: which of the two below
+  unsigned char control_addr[16];  // kTcp: network order (4 bytes for IPv4)
+  uint16_t control_port;         // kTcp: host order
 };
 
 inline constexpr int kMaxDepth = 256;
@@ -46,6 +55,11 @@ bool ParseByteSize(const char* text, uint64_t* bytes);
 // Parses "none", "USR1", "SIGUSR2", "HUP", "12"... Returns false on anything
 // else or a signal the shim must not take (KILL, STOP, SEGV, ...).
 bool ParseSignal(const char* text, int* signal_number);
+
+// Parses a RETAIN_CONTROL value into config->control*. Returns false (and
+// leaves control off) on a malformed value or a TCP host that is not
+// loopback; `why` then says which. Exposed for tests.
+bool ParseControl(const char* text, Config* config, const char** why);
 
 // The configuration in force (valid after the shim initialised).
 const Config& GetConfig();

@@ -4,6 +4,7 @@
 
 #include "arena.h"
 #include "config.h"
+#include "control_server.h"
 #include "hook_table.h"
 #include "log.h"
 #include "module_table.h"
@@ -71,6 +72,7 @@ __attribute__((constructor)) void ShimConstructor() {
   }
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InstallSnapshotTriggers();
+  StartControlServer();
   char unresolved[512];
   UnresolvedHooks(unresolved, sizeof(unresolved));
   if (unresolved[0] != '\0') {
