@@ -25,6 +25,7 @@
 #include "mmap_table.h"
 #include "recorder.h"
 #include "request_events.h"
+#include "shim_thread.h"
 #include "snapshot_writer.h"
 #include "tag_table.h"
 #include "thread_state.h"
@@ -78,13 +79,20 @@ bool SendAll(int fd, const char* data, size_t size) {
 
 const char* ReasonFor(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 431: return "Request Header Fields Too Large";
-    default: return "Internal Server Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 409:
+      return "Conflict";
+    case 431:
+      return "Request Header Fields Too Large";
+    default:
+      return "Internal Server Error";
   }
 }
 
@@ -137,18 +145,30 @@ long QueryValue(const char* query, const char* query_end, const char* name, char
 
 const char* KindName(Kind kind) {
   switch (kind) {
-    case Kind::kHeap: return "heap";
-    case Kind::kMmapAnon: return "mmap_anon";
-    case Kind::kMmapFile: return "mmap_file";
-    case Kind::kHipDevice: return "hip_device";
-    case Kind::kHipHost: return "hip_host";
-    case Kind::kHipManaged: return "hip_managed";
-    case Kind::kVulkanDevice: return "vulkan_device";
-    case Kind::kCudaDevice: return "cuda_device";
-    case Kind::kCudaHost: return "cuda_host";
-    case Kind::kCudaManaged: return "cuda_managed";
-    case Kind::kMetal: return "metal";
-    default: return "unspecified";
+    case Kind::kHeap:
+      return "heap";
+    case Kind::kMmapAnon:
+      return "mmap_anon";
+    case Kind::kMmapFile:
+      return "mmap_file";
+    case Kind::kHipDevice:
+      return "hip_device";
+    case Kind::kHipHost:
+      return "hip_host";
+    case Kind::kHipManaged:
+      return "hip_managed";
+    case Kind::kVulkanDevice:
+      return "vulkan_device";
+    case Kind::kCudaDevice:
+      return "cuda_device";
+    case Kind::kCudaHost:
+      return "cuda_host";
+    case Kind::kCudaManaged:
+      return "cuda_managed";
+    case Kind::kMetal:
+      return "metal";
+    default:
+      return "unspecified";
   }
 }
 
@@ -196,9 +216,7 @@ void BodyWriter::Add(const char* format, ...) {
 
 // Kinds worth listing: the three the shim always records, and any other
 // one that has seen an allocation.
-bool ShowKind(const Stats& stats, int k) {
-  return k < 3 || stats.counters[k].allocated_count != 0;
-}
+bool ShowKind(const Stats& stats, int k) { return k < 3 || stats.counters[k].allocated_count != 0; }
 
 void ServeStats(int fd) {
   Stats stats;
@@ -213,12 +231,13 @@ void ServeStats(int fd) {
             static_cast<unsigned long long>(stats.counters[k].live_count));
     first = false;
   }
-  out.Add("},\"requests\":%llu,\"requests_closed\":%llu,\"arena_bytes\":%llu,"
-          "\"dropped_records\":%llu}\n",
-          static_cast<unsigned long long>(stats.requests),
-          static_cast<unsigned long long>(stats.requests_closed),
-          static_cast<unsigned long long>(stats.arena_bytes),
-          static_cast<unsigned long long>(stats.dropped));
+  out.Add(
+      "},\"requests\":%llu,\"requests_closed\":%llu,\"arena_bytes\":%llu,"
+      "\"dropped_records\":%llu}\n",
+      static_cast<unsigned long long>(stats.requests),
+      static_cast<unsigned long long>(stats.requests_closed),
+      static_cast<unsigned long long>(stats.arena_bytes),
+      static_cast<unsigned long long>(stats.dropped));
   if (!out.ok) return SendMessage(fd, 500, "stats do not fit\n");
   SendText(fd, 200, "application/json", g_body, out.length);
 }
@@ -227,32 +246,35 @@ void ServeMetrics(int fd) {
   Stats stats;
   GatherStats(&stats);
   BodyWriter out;
-  out.Add("# HELP retain_live_bytes Bytes live now, by memory kind.\n"
-          "# TYPE retain_live_bytes gauge\n");
+  out.Add(
+      "# HELP retain_live_bytes Bytes live now, by memory kind.\n"
+      "# TYPE retain_live_bytes gauge\n");
   for (int k = 0; k < kKindCount; ++k) {
     if (!ShowKind(stats, k)) continue;
     out.Add("retain_live_bytes{kind=\"%s\"} %llu\n", KindName(kAllKinds[k]),
             static_cast<unsigned long long>(stats.counters[k].live_bytes));
   }
-  out.Add("# HELP retain_live_allocations Allocations live now, by memory kind.\n"
-          "# TYPE retain_live_allocations gauge\n");
+  out.Add(
+      "# HELP retain_live_allocations Allocations live now, by memory kind.\n"
+      "# TYPE retain_live_allocations gauge\n");
   for (int k = 0; k < kKindCount; ++k) {
     if (!ShowKind(stats, k)) continue;
     out.Add("retain_live_allocations{kind=\"%s\"} %llu\n", KindName(kAllKinds[k]),
             static_cast<unsigned long long>(stats.counters[k].live_count));
   }
-  out.Add("# HELP retain_requests_total Request tags opened.\n"
-          "# TYPE retain_requests_total counter\n"
-          "retain_requests_total %llu\n"
-          "# HELP retain_arena_bytes Bytes of the shim's own memory.\n"
-          "# TYPE retain_arena_bytes gauge\n"
-          "retain_arena_bytes %llu\n"
-          "# HELP retain_dropped_records_total Allocations not recorded (arena full).\n"
-          "# TYPE retain_dropped_records_total counter\n"
-          "retain_dropped_records_total %llu\n",
-          static_cast<unsigned long long>(stats.requests),
-          static_cast<unsigned long long>(stats.arena_bytes),
-          static_cast<unsigned long long>(stats.dropped));
+  out.Add(
+      "# HELP retain_requests_total Request tags opened.\n"
+      "# TYPE retain_requests_total counter\n"
+      "retain_requests_total %llu\n"
+      "# HELP retain_arena_bytes Bytes of the shim's own memory.\n"
+      "# TYPE retain_arena_bytes gauge\n"
+      "retain_arena_bytes %llu\n"
+      "# HELP retain_dropped_records_total Allocations not recorded (arena full).\n"
+      "# TYPE retain_dropped_records_total counter\n"
+      "retain_dropped_records_total %llu\n",
+      static_cast<unsigned long long>(stats.requests),
+      static_cast<unsigned long long>(stats.arena_bytes),
+      static_cast<unsigned long long>(stats.dropped));
   if (!out.ok) return SendMessage(fd, 500, "metrics do not fit\n");
   SendText(fd, 200, "text/plain; version=0.0.4; charset=utf-8", g_body, out.length);
 }
@@ -361,8 +383,9 @@ void ServeConnection(int fd) {
   const char* method = g_head;
   const char* sp1 = static_cast<const char*>(memchr(method, ' ', line_end - method));
   const char* target = sp1 != nullptr ? sp1 + 1 : nullptr;
-  const char* sp2 =
-      target != nullptr ? static_cast<const char*>(memchr(target, ' ', line_end - target)) : nullptr;
+  const char* sp2 = target != nullptr
+                        ? static_cast<const char*>(memchr(target, ' ', line_end - target))
+                        : nullptr;
   if (sp1 == nullptr || sp2 == nullptr || sp1 == method || sp2 == target || target[0] != '/' ||
       line_end - (sp2 + 1) != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 ||
       (sp2[8] != '0' && sp2[8] != '1')) {
@@ -435,8 +458,8 @@ int ListenUnix(const char* path) {
     memset(&peer, 0, sizeof(peer));
     peer.sun_family = AF_UNIX;
     memcpy(peer.sun_path, path, strnlen(path, sizeof(peer.sun_path) - 1));
-    bool live = probe >= 0 && connect(probe, reinterpret_cast<struct sockaddr*>(&peer),
-                                      sizeof(peer)) == 0;
+    bool live =
+        probe >= 0 && connect(probe, reinterpret_cast<struct sockaddr*>(&peer), sizeof(peer)) == 0;
     if (probe >= 0) RealClose(probe);
     if (live) {
       errno = EADDRINUSE;
@@ -514,8 +537,8 @@ void StartControlServer() {
   const Config& config = GetConfig();
   if (config.control == ControlKind::kOff || g_listen_fd >= 0) return;
   int saved = errno;
-  int fd = config.control == ControlKind::kUnix ? ListenUnix(config.control_path)
-                                                : ListenTcp(config);
+  int fd =
+      config.control == ControlKind::kUnix ? ListenUnix(config.control_path) : ListenTcp(config);
   if (fd < 0) {
     const char* where = config.control == ControlKind::kUnix ? config.control_path : "the TCP port";
     if (errno == EADDRINUSE) {
@@ -530,24 +553,12 @@ void StartControlServer() {
     return;
   }
   g_listen_fd = fd;
-  sigset_t all;
-  sigset_t previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_t thread;
-  int error = pthread_create(&thread, &attr, ControlThreadMain, nullptr);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  int error = StartShimThread("retain-ctl", ControlThreadMain);
   if (error != 0) {
     LogWarning("control endpoint: cannot start its thread: %s", strerror(error));
     RealClose(fd);
     g_listen_fd = -1;
   } else {
-    pthread_setname_np(thread, "retain-ctl");
     LogDiagnostic("control endpoint listening (fd %d)", fd);
   }
   errno = saved;

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "shim_thread.h"
 #include "snapshot_writer.h"
 #include "thread_state.h"
 
@@ -79,25 +80,11 @@ void InstallSnapshotTriggers() {
 void StartServiceThread() {
   bool expected = true;
   if (!g_service_thread_wanted.compare_exchange_strong(expected, false)) return;
-  // The thread must never take the host's signals: block them all while it
-  // is created (it inherits the mask), then restore ours.
-  sigset_t all;
-  sigset_t previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_t thread;
-  int error = pthread_create(&thread, &attr, ServiceThreadMain, nullptr);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  int error = StartShimThread("retain", ServiceThreadMain);
   if (error != 0) {
     LogDiagnostic("cannot start the service thread: %s", strerror(error));
     return;
   }
-  pthread_setname_np(thread, "retain");
   g_service_running.store(true, std::memory_order_release);
   sem_post(&g_wakeup);  // requests that arrived before it existed
 }
