@@ -17,6 +17,7 @@
 
 #include "arena.h"
 #include "config.h"
+#include "gpu_recorder.h"
 #include "file_util.h"
 #include "hook_table.h"
 #include "kinds.h"
@@ -151,6 +152,8 @@ const char* KindName(Kind kind) {
       return "mmap_anon";
     case Kind::kMmapFile:
       return "mmap_file";
+    case Kind::kGpuDriverHost:
+      return "gpu_driver_host";
     case Kind::kHipDevice:
       return "hip_device";
     case Kind::kHipHost:
@@ -189,6 +192,11 @@ void GatherStats(Stats* stats) {
   stats->dropped = maps.dropped();
   maps.Unlock();
   stats->dropped += HeapTable().dropped();
+  for (int i = 0; i < kGpuApiCount; ++i) {
+    LiveTable& table = GpuTable(static_cast<GpuApi>(i));
+    table.SumCounters(stats->counters);
+    stats->dropped += table.dropped();
+  }
   stats->requests = TagCount();
   stats->requests_closed = ClosedTagCount();
   stats->arena_bytes = ArenaBytes();

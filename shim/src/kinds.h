@@ -13,6 +13,7 @@ enum class Kind : uint8_t {
   kHeap = 1,
   kMmapAnon = 2,
   kMmapFile = 3,
+  kGpuDriverHost = 4,
   kHipDevice = 10,
   kHipHost = 11,
   kHipManaged = 12,
@@ -25,9 +26,9 @@ enum class Kind : uint8_t {
 
 // Dense index of each kind, for counter arrays.
 inline constexpr Kind kAllKinds[] = {
-    Kind::kHeap,     Kind::kMmapAnon,    Kind::kMmapFile,     Kind::kHipDevice,
-    Kind::kHipHost,  Kind::kHipManaged,  Kind::kVulkanDevice, Kind::kCudaDevice,
-    Kind::kCudaHost, Kind::kCudaManaged, Kind::kMetal,
+    Kind::kHeap,       Kind::kMmapAnon, Kind::kMmapFile,    Kind::kGpuDriverHost,
+    Kind::kHipDevice,  Kind::kHipHost,  Kind::kHipManaged,  Kind::kVulkanDevice,
+    Kind::kCudaDevice, Kind::kCudaHost, Kind::kCudaManaged, Kind::kMetal,
 };
 inline constexpr int kKindCount = sizeof(kAllKinds) / sizeof(kAllKinds[0]);
 

@@ -31,7 +31,7 @@ struct LiveRecord {
   uint32_t tag_id;
   Kind kind;
   uint8_t attribution;  // retain.v1.Attribution of tag_id
-  uint8_t reserved[2];
+  uint16_t flags;       // kind-specific (AllocationBlock.flags in retain.proto)
 };
 
 // Trivially constructible on purpose: a static instance is zero-filled

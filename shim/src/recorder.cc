@@ -28,6 +28,11 @@ size_t PageRound(size_t length) { return (length + 4095) & ~size_t{4095}; }
 LiveTable& HeapTable() { return g_heap; }
 
 uint64_t NextBirthSequence() { return g_birth_sequence.load(std::memory_order_acquire); }
+std::atomic<uint64_t>& BirthSequenceCounter() { return g_birth_sequence; }
+
+Kind HostKind(Kind kind) {
+  return __builtin_expect(g_thread.gpu_depth != 0, 0) ? Kind::kGpuDriverHost : kind;
+}
 void CountReentry() { g_reentries.fetch_add(1, std::memory_order_relaxed); }
 uint64_t ReentriesSkipped() { return g_reentries.load(std::memory_order_relaxed); }
 uint64_t UnknownFrees() { return g_unknown_frees.load(std::memory_order_relaxed); }
@@ -44,7 +49,7 @@ void RecordHeapAlloc(void* pointer, size_t size) {
   LiveRecord record{};
   record.address = reinterpret_cast<uintptr_t>(pointer);
   record.size = size;
-  record.kind = Kind::kHeap;
+  record.kind = HostKind(Kind::kHeap);
   record.stack_id = CaptureStackId();
   record.thread_id = CurrentThreadId();
   record.birth_time_us = MicrosSinceStart();
@@ -74,9 +79,12 @@ void RecordMapping(void* address, size_t length, int prot, int flags, int fd, ui
   MapRecord record{};
   record.start = reinterpret_cast<uintptr_t>(address);
   record.end = record.start + PageRound(length);
-  record.kind = (flags & MAP_ANONYMOUS) != 0 || fd < 0 ? Kind::kMmapAnon : Kind::kMmapFile;
-  record.flags = static_cast<uint64_t>(static_cast<uint32_t>(prot)) |
-                 (static_cast<uint64_t>(static_cast<uint32_t>(flags)) << 8);
+  record.kind =
+      HostKind((flags & MAP_ANONYMOUS) != 0 || fd < 0 ? Kind::kMmapAnon : Kind::kMmapFile);
+  record.flags = record.kind == Kind::kGpuDriverHost
+                     ? 1
+                     : static_cast<uint64_t>(static_cast<uint32_t>(prot)) |
+                           (static_cast<uint64_t>(static_cast<uint32_t>(flags)) << 8);
   record.stack_id = stack_id;
   record.thread_id = CurrentThreadId();
   record.birth_time_us = MicrosSinceStart();

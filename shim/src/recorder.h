@@ -8,6 +8,7 @@
 #ifndef RETAIN_SHIM_SRC_RECORDER_H_
 #define RETAIN_SHIM_SRC_RECORDER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -41,8 +42,14 @@ LiveTable& HeapTable();
 void CountReentry();
 uint64_t ReentriesSkipped();
 
-// The next birth sequence number not yet given out.
+// The next birth sequence number not yet given out, and the counter itself
+// (for tables that take their numbers under their own locks).
 uint64_t NextBirthSequence();
+std::atomic<uint64_t>& BirthSequenceCounter();
+
+// The kind of a host allocation made now on this thread: the given kind, or
+// Kind::kGpuDriverHost while the thread is inside a GPU allocation call.
+Kind HostKind(Kind kind);
 uint64_t UnknownFrees();
 
 

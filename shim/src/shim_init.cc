@@ -4,6 +4,7 @@
 
 #include "arena.h"
 #include "config.h"
+#include "gpu_recorder.h"
 #include "control_server.h"
 #include "hook_table.h"
 #include "log.h"
@@ -38,11 +39,13 @@ void ForkPrepare() {
   ProgramMappings().Lock();
   StackTableLockForFork();
   HeapTable().LockAll();
+  for (int i = 0; i < kGpuApiCount; ++i) GpuTable(static_cast<GpuApi>(i)).LockAll();
   ArenaLockForFork();
 }
 
 void ForkParent() {
   ArenaUnlockForFork();
+  for (int i = kGpuApiCount - 1; i >= 0; --i) GpuTable(static_cast<GpuApi>(i)).UnlockAll();
   HeapTable().UnlockAll();
   StackTableUnlockForFork();
   ProgramMappings().Unlock();
@@ -54,6 +57,7 @@ void ForkParent() {
 void ForkChild() {
   ArenaResetInChild();
   HeapTable().ResetLocksInChild();
+  for (int i = 0; i < kGpuApiCount; ++i) GpuTable(static_cast<GpuApi>(i)).ResetLocksInChild();
   StackTableResetInChild();
   ProgramMappings().ResetLockInChild();
   ModuleTableResetInChild();

@@ -18,6 +18,7 @@
 #include "arena.h"
 #include "config.h"
 #include "file_util.h"
+#include "gpu_recorder.h"
 #include "hook_table.h"
 #include "log.h"
 #include "module_table.h"
@@ -122,8 +123,8 @@ class BlockEncoder {
     if (any_flags_) block_.PackedField(9, flags_);
     if (any_attribution_) block_.PackedField(10, attribution_);
     out_.MessageField(5, block_);
-    for (ProtoBuffer* column :
-         {&address_, &size_, &kind_, &stack_, &sequence_, &time_, &thread_, &tag_, &flags_, &attribution_}) {
+    for (ProtoBuffer* column : {&address_, &size_, &kind_, &stack_, &sequence_, &time_, &thread_,
+                                &tag_, &flags_, &attribution_}) {
       if (column->failed()) failed_ = true;
       column->Clear();
     }
@@ -275,15 +276,26 @@ struct TableCapture {
   }
 };
 
+// The tables of LiveRecords: the heap's and each GPU API's.
+constexpr int kLiveTableCount = 1 + kGpuApiCount;
+LiveTable& LiveTableAt(int i) {
+  return i == 0 ? HeapTable() : GpuTable(static_cast<GpuApi>(i - 1));
+}
+
+size_t LiveRecordCount() {
+  size_t total = 0;
+  for (int i = 0; i < kLiveTableCount; ++i) total += LiveTableAt(i).Count();
+  return total;
+}
+
 bool CaptureTables(TableCapture& capture) {
-  LiveTable& heap = HeapTable();
   MmapTable& maps = ProgramMappings();
   for (int attempt = 0; attempt < 8; ++attempt) {
     maps.Lock();
     size_t map_estimate = maps.size();
     maps.Unlock();
     capture.Release();
-    capture.heap_capacity = heap.Count() * 9 / 8 + 1024 * (attempt + 1);
+    capture.heap_capacity = LiveRecordCount() * 9 / 8 + 1024 * (attempt + 1);
     capture.map_capacity = map_estimate + 64;
     capture.heap =
         static_cast<LiveRecord*>(MapScratchPages(sizeof(LiveRecord) * capture.heap_capacity));
@@ -291,19 +303,26 @@ bool CaptureTables(TableCapture& capture) {
         static_cast<MapRecord*>(MapScratchPages(sizeof(MapRecord) * capture.map_capacity));
     if (capture.heap == nullptr || capture.maps == nullptr) return false;
     maps.Lock();
-    heap.LockAll();
-    bool fits = heap.CountLocked() <= capture.heap_capacity && maps.size() <= capture.map_capacity;
+    for (int i = 0; i < kLiveTableCount; ++i) LiveTableAt(i).LockAll();
+    size_t live_count = 0;
+    for (int i = 0; i < kLiveTableCount; ++i) live_count += LiveTableAt(i).CountLocked();
+    bool fits = live_count <= capture.heap_capacity && maps.size() <= capture.map_capacity;
     if (fits) {
-      capture.heap_count = heap.CopyLocked(capture.heap);
+      capture.heap_count = 0;
+      capture.missed_frees = 0;
+      for (int i = 0; i < kLiveTableCount; ++i) {
+        LiveTable& table = LiveTableAt(i);
+        capture.heap_count += table.CopyLocked(capture.heap + capture.heap_count);
+        table.SumCountersLocked(capture.counters);
+        capture.missed_frees += table.missed_frees();
+      }
       capture.map_count = maps.Copy(capture.maps, capture.map_capacity);
-      heap.SumCountersLocked(capture.counters);
       for (int k = 0; k < kKindCount; ++k) capture.counters[k].Add(maps.counters(k));
       // Read with every table locked: every record numbered below this is
       // in the copy, and none numbered at or above it.
       capture.next_birth_sequence = NextBirthSequence();
-      capture.missed_frees = heap.missed_frees();
     }
-    heap.UnlockAll();
+    for (int i = kLiveTableCount - 1; i >= 0; --i) LiveTableAt(i).UnlockAll();
     maps.Unlock();
     if (fits) return true;
   }
@@ -318,14 +337,14 @@ bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& captu
   bool ok = true;
   for (size_t i = 0; i < capture.heap_count && ok; ++i) {
     const LiveRecord& r = capture.heap[i];
-    blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, 0, r.stack_id,
+    blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, r.flags, r.stack_id,
                    r.thread_id, r.tag_id, r.kind, r.attribution});
     if (i % kBlockRows == 0) ok = !blocks.failed() && output.MaybeFlush();
   }
   for (size_t i = 0; i < capture.map_count && ok; ++i) {
     const MapRecord& r = capture.maps[i];
-    blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags,
-                   r.stack_id, r.thread_id, r.tag_id, r.kind, r.attribution});
+    blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags, r.stack_id,
+                   r.thread_id, r.tag_id, r.kind, r.attribution});
   }
   blocks.Flush();
   return ok && !blocks.failed() && output.MaybeFlush();
@@ -427,17 +446,22 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   ProtoBuffer health;
   health.UintField(1, ArenaBytes());
   health.UintField(2, ArenaCap());
-  uint64_t dropped = HeapTable().dropped() + mmap_dropped;
+  uint64_t dropped = mmap_dropped;
+  uint64_t dropped_bytes = mmap_dropped_bytes;
+  for (int i = 0; i < kLiveTableCount; ++i) {
+    dropped += LiveTableAt(i).dropped();
+    dropped_bytes += LiveTableAt(i).dropped_bytes();
+  }
   health.BoolField(3, ArenaExhausted() || dropped > 0);
   health.UintField(4, dropped);
   health.UintField(5, UnwindFailures());
   health.UintField(6, ReentriesSkipped());
-  health.UintField(7, UnknownFrees() + unknown_unmaps);
+  health.UintField(7, UnknownFrees() + unknown_unmaps + UnknownGpuFrees());
   health.UintField(8, BootstrapBytes());
   health.UintField(9, StackCount());
   health.UintField(10, FramePointerFallbacks());
   health.UintField(11, g_previous_write_us);
-  health.UintField(12, HeapTable().dropped_bytes() + mmap_dropped_bytes);
+  health.UintField(12, dropped_bytes);
   health.UintField(13, capture.missed_frees);
   out.MessageField(8, health);
 }

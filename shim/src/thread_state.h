@@ -21,6 +21,10 @@ struct ThreadState {
   uint32_t resolving;
   // Non-zero while this thread runs the shim's first initialisation.
   uint32_t initializing;
+  // Depth of intercepted GPU API calls this thread is inside (see
+  // gpu_recorder.h): host allocations made meanwhile belong to the GPU
+  // runtime or driver (Kind::kGpuDriverHost), not to the program's heap.
+  uint32_t gpu_depth;
   // Kernel thread id, cached (0 = not read yet). Reset in a fork child.
   uint32_t tid;
   // The request this thread works for (0: none) and the Attribution rule

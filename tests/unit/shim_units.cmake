@@ -2,6 +2,7 @@
 # retain_shim_core (no interposition involved).
 add_executable(shim_unit_tests
   shim_config_test.cc
+  shim_gpu_recorder_test.cc
   shim_kinds_test.cc
   shim_live_table_test.cc
   shim_mmap_table_test.cc

@@ -123,8 +123,11 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after)
             [](const KindGrowth& x, const KindGrowth& y) { return x.kind < y.kind; });
   for (const KindGrowth& g : rss.tracked) {
     // Kinds that live in the process's anonymous memory. GPU device memory
-    // is not RSS; mapped files are RssFile.
-    if (g.kind == v1::KIND_HEAP || g.kind == v1::KIND_MMAP_ANON) {
+    // is not RSS (where a driver backs it with host memory, as lavapipe
+    // does, that memory is the gpu-driver-host kind); mapped files are
+    // RssFile.
+    if (g.kind == v1::KIND_HEAP || g.kind == v1::KIND_MMAP_ANON ||
+        g.kind == v1::KIND_GPU_DRIVER_HOST) {
       rss.tracked_anon_growth += g.live_bytes_growth;
     }
   }

@@ -284,10 +284,10 @@ std::string FormatDumpText(const v1::Snapshot& snapshot, const DumpOptions& opti
   }
 
   absl::StrAppend(&out, "\nTotals by kind (since the shim started)\n");
-  absl::StrAppendFormat(&out, "  %-14s %10s %10s %10s %10s %10s %10s\n", "kind", "live", "count",
+  absl::StrAppendFormat(&out, "  %-16s %10s %10s %10s %10s %10s %10s\n", "kind", "live", "count",
                         "allocated", "count", "freed", "count");
   for (const v1::KindTotals& t : snapshot.totals()) {
-    absl::StrAppendFormat(&out, "  %-14s %10s %10u %10s %10u %10s %10u\n", KindName(t.kind()),
+    absl::StrAppendFormat(&out, "  %-16s %10s %10u %10s %10u %10s %10u\n", KindName(t.kind()),
                           HumanBytes(t.live_bytes()), t.live_count(),
                           HumanBytes(t.allocated_bytes()), t.allocated_count(),
                           HumanBytes(t.freed_bytes()), t.freed_count());

@@ -274,6 +274,8 @@ std::string KindName(v1::Kind kind) {
       return "mmap-anon";
     case v1::KIND_MMAP_FILE:
       return "mmap-file";
+    case v1::KIND_GPU_DRIVER_HOST:
+      return "gpu-driver-host";
     case v1::KIND_HIP_DEVICE:
       return "hip-device";
     case v1::KIND_HIP_HOST:
