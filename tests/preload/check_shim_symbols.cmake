@@ -3,10 +3,14 @@ execute_process(COMMAND nm -D --defined-only ${SHIM} OUTPUT_VARIABLE dynamic RES
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${SHIM}")
 endif()
-set(allowed malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign
-    valloc pvalloc mmap mmap64 munmap mremap dlclose retain_snapshot retain_request_begin
-    retain_request_end retain_request_adopt retain_request_release
-    accept accept4 read recv recvfrom recvmsg readv write send sendto sendmsg writev close)
+# The allowed exports, one file per area (host hooks, each GPU API): every
+# symbol listed must be exported, and nothing else may be.
+file(GLOB export_lists ${CMAKE_CURRENT_LIST_DIR}/shim_exports/*.txt)
+set(allowed "")
+foreach(list_file IN LISTS export_lists)
+  file(STRINGS ${list_file} names REGEX "^[A-Za-z_][A-Za-z0-9_]*$")
+  list(APPEND allowed ${names})
+endforeach()
 string(REPLACE "\n" ";" lines "${dynamic}")
 set(seen "")
 foreach(line IN LISTS lines)
