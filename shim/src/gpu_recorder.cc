@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "birth_sequence.h"
 #include "process_info.h"
 #include "recorder.h"
 #include "tag_table.h"
@@ -35,7 +36,7 @@ void RecordGpuAlloc(GpuApi api, uintptr_t handle, uint64_t size, Kind kind, uint
   Attribution rule;
   record.tag_id = AttributeAllocation(size, &rule);
   record.attribution = static_cast<uint8_t>(rule);
-  GpuTable(api).Insert(record, BirthSequenceCounter());
+  GpuTable(api).Insert(record, Births());
   errno = saved;
 }
 

@@ -67,11 +67,11 @@ void LiveTable::EraseSlot(Shard& shard, LiveRecord* slot) {
   --shard.count;
 }
 
-bool LiveTable::Insert(LiveRecord record, std::atomic<uint64_t>& birth_counter) {
+bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
   uint64_t hash = Hash(record.address);
   Shard& shard = ShardFor(hash);
   SpinLockHolder hold(shard.lock);
-  record.birth_sequence = birth_counter.fetch_add(1, std::memory_order_relaxed);
+  record.birth_sequence = births.Take();
   KindCounters& counters = shard.counters[KindIndex(record.kind)];
   counters.allocated_bytes += record.size;
   counters.allocated_count += 1;
@@ -98,9 +98,17 @@ bool LiveTable::Insert(LiveRecord record, std::atomic<uint64_t>& birth_counter) 
 }
 
 bool LiveTable::Remove(uintptr_t address) {
-  LiveRecord record;
-  if (!Take(address, &record)) return false;
-  CountFreed(record);
+  uint64_t hash = Hash(address);
+  Shard& shard = ShardFor(hash);
+  SpinLockHolder hold(shard.lock);
+  LiveRecord* slot = Find(shard, hash, address);
+  if (slot == nullptr) return false;
+  KindCounters& counters = shard.counters[KindIndex(slot->kind)];
+  counters.live_bytes -= slot->size;
+  counters.live_count -= 1;
+  counters.freed_bytes += slot->size;
+  counters.freed_count += 1;
+  EraseSlot(shard, slot);
   return true;
 }
 

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "birth_sequence.h"
 #include "kinds.h"
 #include "spin_lock.h"
 
@@ -44,13 +45,12 @@ class LiveTable {
   static constexpr int kShardCount = 1 << kShardBits;
 
   // Inserts `record` (address != 0) and counts it as allocated. Its
-  // birth_sequence is taken from `birth_counter` under the shard lock, so a
-  // snapshot that reads the counter first and copies shards after sees every
-  // record numbered below what it read. An existing record at the same
+  // birth_sequence is taken from `births` under the shard lock (see
+  // birth_sequence.h for why that makes snapshots exact). An existing record at the same
   // address (a free the shim never saw) is replaced and counted as freed.
   // Returns false when the record was dropped for lack of memory (still
   // counted as allocated).
-  bool Insert(LiveRecord record, std::atomic<uint64_t>& birth_counter);
+  bool Insert(LiveRecord record, BirthSequence& births);
 
   // Removes the record at `address` and counts it as freed. Returns false
   // (and counts nothing) when there is none.

@@ -16,7 +16,7 @@ namespace {
 
 // constinit: hooks may run before any dynamic initialiser of this library.
 constinit LiveTable g_heap;
-std::atomic<uint64_t> g_birth_sequence{1};
+constinit BirthSequence g_births;
 std::atomic<uint64_t> g_unknown_frees;
 std::atomic<uint64_t> g_reentries;
 
@@ -27,8 +27,8 @@ size_t PageRound(size_t length) { return (length + 4095) & ~size_t{4095}; }
 
 LiveTable& HeapTable() { return g_heap; }
 
-uint64_t NextBirthSequence() { return g_birth_sequence.load(std::memory_order_acquire); }
-std::atomic<uint64_t>& BirthSequenceCounter() { return g_birth_sequence; }
+BirthSequence& Births() { return g_births; }
+uint64_t NextBirthSequence() { return g_births.Peek(); }
 
 Kind HostKind(Kind kind) {
   return __builtin_expect(g_thread.gpu_depth != 0, 0) ? Kind::kGpuDriverHost : kind;
@@ -56,7 +56,7 @@ void RecordHeapAlloc(void* pointer, size_t size) {
   Attribution rule;
   record.tag_id = AttributeAllocation(size, &rule);
   record.attribution = static_cast<uint8_t>(rule);
-  g_heap.Insert(record, g_birth_sequence);
+  g_heap.Insert(record, g_births);
   errno = saved;
 }
 
@@ -92,7 +92,7 @@ void RecordMapping(void* address, size_t length, int prot, int flags, int fd, ui
   record.tag_id = AttributeAllocation(record.end - record.start, &rule);
   record.attribution = static_cast<uint8_t>(rule);
   // Under the mappings lock, like the heap's under its shard lock.
-  record.birth_sequence = g_birth_sequence.fetch_add(1, std::memory_order_relaxed);
+  record.birth_sequence = g_births.Take();
   ProgramMappings().Insert(record);
 }
 

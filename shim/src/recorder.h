@@ -42,10 +42,8 @@ LiveTable& HeapTable();
 void CountReentry();
 uint64_t ReentriesSkipped();
 
-// The next birth sequence number not yet given out, and the counter itself
-// (for tables that take their numbers under their own locks).
+// Birth sequence numbers given out so far (birth_sequence.h).
 uint64_t NextBirthSequence();
-std::atomic<uint64_t>& BirthSequenceCounter();
 
 // The kind of a host allocation made now on this thread: the given kind, or
 // Kind::kGpuDriverHost while the thread is inside a GPU allocation call.

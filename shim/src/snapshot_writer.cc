@@ -16,6 +16,7 @@
 #include <atomic>
 
 #include "arena.h"
+#include "birth_sequence.h"
 #include "config.h"
 #include "file_util.h"
 #include "gpu_recorder.h"
@@ -320,7 +321,7 @@ bool CaptureTables(TableCapture& capture) {
       for (int k = 0; k < kKindCount; ++k) capture.counters[k].Add(maps.counters(k));
       // Read with every table locked: every record numbered below this is
       // in the copy, and none numbered at or above it.
-      capture.next_birth_sequence = NextBirthSequence();
+      capture.next_birth_sequence = Births().StartGeneration();
     }
     for (int i = kLiveTableCount - 1; i >= 0; --i) LiveTableAt(i).UnlockAll();
     maps.Unlock();

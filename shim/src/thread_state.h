@@ -25,6 +25,11 @@ struct ThreadState {
   // gpu_recorder.h): host allocations made meanwhile belong to the GPU
   // runtime or driver (Kind::kGpuDriverHost), not to the program's heap.
   uint32_t gpu_depth;
+  // This thread's block of birth sequence numbers (birth_sequence.h).
+  uint32_t birth_generation;
+  const void* birth_owner;  // the BirthSequence the block came from
+  uint64_t birth_next;
+  uint64_t birth_end;
   // Kernel thread id, cached (0 = not read yet). Reset in a fork child.
   uint32_t tid;
   // The request this thread works for (0: none) and the Attribution rule
