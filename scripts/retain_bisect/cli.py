@@ -2,6 +2,7 @@
 
 import argparse
 import collections
+import json
 import os
 import shutil
 import signal
@@ -11,7 +12,7 @@ import tempfile
 from . import gitdriver, locate, measure, processes, report, workload
 from .errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_VERDICT, EXIT_OK, EXIT_USAGE,
                      STEP_ABORT, Interrupted, RunError, UsageError)
-from .units import format_rate, parse_rate, parse_size
+from .units import parse_rate
 
 USAGE = """\
 retain-bisect --repo DIR --good REV --bad REV [--build CMD] --serve CMD [options]
@@ -196,7 +197,6 @@ def parse(argv):
         mode, argv = "step", argv[1:]
     opts = build_parser().parse_args(argv, namespace=Options())
     if mode == "step" and opts.state:
-        import json
         try:
             with open(opts.state) as text:
                 state = json.load(text)
@@ -312,6 +312,9 @@ def main(argv, script):
         try:
             return gitdriver.step_main(opts, tools, opts.state_data, log)
         except Interrupted:
+            return STEP_ABORT
+        except Exception as error:  # a bug must not read as "bad" (exit 1) to git
+            print(f"retain-bisect step: {type(error).__name__}: {error}", file=sys.stderr)
             return STEP_ABORT
 
     work_dir = tempfile.mkdtemp(prefix="retain-bisect.")

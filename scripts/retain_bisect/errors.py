@@ -22,6 +22,10 @@ class RunError(Exception):
     """A step could not be measured (server, build, tool): exit 3 or a skip."""
 
 
+class ToolError(RunError):
+    """retain-diff failed on the snapshots: the tool, not the step, is broken."""
+
+
 class BuildError(RunError):
     """The build command failed: the step is skipped (125)."""
 

@@ -26,7 +26,8 @@ import sys
 import time
 
 from . import measure
-from .errors import BuildError, Interrupted, RunError, STEP_ABORT, STEP_BAD, STEP_GOOD, STEP_SKIP
+from .errors import (STEP_ABORT, STEP_BAD, STEP_GOOD, STEP_SKIP, BuildError, Interrupted, RunError,
+                     ToolError)
 
 _FIRST_BAD = re.compile(r"^([0-9a-f]{40}) is the first bad commit", re.MULTILINE)
 _HASH_LINE = re.compile(r"^([0-9a-f]{40})\s*$", re.MULTILINE)
@@ -94,6 +95,9 @@ def run_step(opts, tools, repo, work_dir, number, log, registry):
     except BuildError as error:
         record.update(result="skip", reason=str(error), error="build")
         code = STEP_SKIP
+    except ToolError as error:  # not the commit's fault: stop the bisection
+        record.update(result="error", reason=str(error), error="tool")
+        code = STEP_ABORT
     except RunError as error:
         record.update(result="skip", reason=str(error), error="server")
         code = STEP_SKIP
@@ -101,8 +105,8 @@ def run_step(opts, tools, repo, work_dir, number, log, registry):
         record.update(summary)
         code = STEP_BAD if summary["result"] == "bad" else STEP_GOOD
     record["seconds"] = round(time.monotonic() - started, 2)
-    if code == STEP_SKIP:
-        log(f"  skip: {record['reason']}")
+    if code in (STEP_SKIP, STEP_ABORT):
+        log(f"  {record['result']}: {record['reason']}")
     else:
         log(f"  {record['result']}: {measure.trend_line(record)} ({record['owner']}, "
             f"{record['runs']} run{'s' if record['runs'] > 1 else ''})")
@@ -165,7 +169,7 @@ def bisect(opts, tools, work_dir, registry, log, script):
             record, code = run_step(opts, tools, repo, work_dir, end, log, registry)
             record["step"] = end
             steps.append(record)
-            if code == STEP_SKIP:
+            if code in (STEP_SKIP, STEP_ABORT):
                 raise RunError(f"the --{end} commit {commit[:10]} cannot be measured: "
                                f"{record['reason']}")
             if record["result"] != end:
@@ -200,6 +204,10 @@ def bisect(opts, tools, work_dir, registry, log, script):
             result["candidates"] = [{"commit": c, "subject": subject(repo, c)}
                                     for c in _HASH_LINE.findall(tail)]
         else:
+            failed = [s for s in steps if s["result"] == "error"]
+            if failed:
+                raise RunError(f"step {failed[-1]['step']} ({failed[-1]['commit'][:10]}) failed: "
+                               f"{failed[-1]['reason']}")
             lines = [line for line in output.splitlines() if line.strip()]
             raise RunError(f"git bisect run ended without a result (exit status {status})"
                            f"{': ' + lines[-1] if lines else ''}")
@@ -234,7 +242,8 @@ def _first_bad(repo, commit, steps, opts):
         "commit": commit,
         "subject": subject(repo, commit),
         "owner": owner,
-        "bytes_per_request_after": after.get("bytes_per_request", step.get("grew_bytes_per_request")),
+        "bytes_per_request_after": after.get("bytes_per_request",
+                                             step.get("grew_bytes_per_request")),
         "verdict_after": after.get("verdict"),
         "before": before,
         "step": step,

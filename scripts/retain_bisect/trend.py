@@ -14,7 +14,7 @@ import re
 import statistics
 import subprocess
 
-from .errors import RunError
+from .errors import ToolError
 
 # Owners are matched across builds and commits by their function: a site's
 # display is "function (file:line)", and the line moves from commit to commit.
@@ -47,16 +47,16 @@ def run_trend(retain_diff, snapshots, by=None, rules=None):
     try:
         result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise RunError(f"retain-diff --trend failed: {error}") from None
+        raise ToolError(f"retain-diff --trend failed: {error}") from None
     if result.returncode != 0:
         message = result.stderr.decode(errors="replace").strip().splitlines()
-        raise RunError(message[-1] if message else f"retain-diff exited {result.returncode}")
+        raise ToolError(message[-1] if message else f"retain-diff exited {result.returncode}")
     try:
         trend = json.loads(result.stdout)
     except ValueError as error:
-        raise RunError(f"retain-diff --trend --json printed no JSON: {error}") from None
+        raise ToolError(f"retain-diff --trend --json printed no JSON: {error}") from None
     if trend.get("schema") != "retain-trend/1":
-        raise RunError(f"retain-diff printed schema {trend.get('schema')!r}, not retain-trend/1")
+        raise ToolError(f"retain-diff printed schema {trend.get('schema')!r}, not retain-trend/1")
     return trend
 
 

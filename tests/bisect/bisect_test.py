@@ -227,6 +227,52 @@ class BisectTest(unittest.TestCase):
         self.assertEqual(code, 3, out + err)
         self.assert_one_line_error(err, r".* has uncommitted changes")
 
+    def test_interrupt_during_bisect_resets_everything(self):
+        # git bisect's first step (commit 7) runs a server that never listens;
+        # SIGINT then must stop it, stop git, reset the bisection and leave main.
+        repo, hashes = make_repository(self.dir)
+        pid_file = os.path.join(self.dir, "pid")
+        serve = (f"sh -c 'if [ \"$(git rev-parse HEAD)\" = {hashes[7]} ]; then exec ./server "
+                 f"--port {{port}} --never-listen --pid-file {pid_file}; else exec ./server "
+                 f"--port {{port}}; fi'")
+        tool = subprocess.Popen(
+            [sys.executable, SCRIPT, "--repo", repo, "--good", hashes[2], "--bad", hashes[12],
+             "--build", BUILD, "--serve", serve, "--count", "6", "--warmup", "0",
+             "--threshold", "32KiB", "--ready-timeout", "60", "--quiet"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.dir)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(pid_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        pid = read_pid(pid_file)
+        self.assertTrue(alive(pid))
+        tool.send_signal(signal.SIGINT)
+        out, err = tool.communicate(timeout=60)
+        self.assertEqual(tool.returncode, 130, err)
+        self.assertIn("retain-bisect: interrupted (SIGINT); servers stopped", err.decode())
+        self.assert_stopped([pid])
+        git = ["git", "-C", repo]
+        self.assertEqual(subprocess.check_output(git + ["symbolic-ref", "--short", "HEAD"])
+                         .decode().strip(), "main")
+        self.assertNotEqual(subprocess.run(git + ["bisect", "log"], stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL).returncode, 0)
+
+    def test_step_exit_codes(self):
+        # `git bisect run retain-bisect step ...` by hand: 0 good, 1 bad, 125 skip.
+        repo, hashes = make_repository(self.dir)
+        expected = {6: 0, 12: 1, 4: 125}
+        for number, status in expected.items():
+            with self.subTest(commit=number):
+                subprocess.run(["git", "-C", repo, "checkout", "-q", hashes[number]], check=True)
+                result = subprocess.run(
+                    [sys.executable, SCRIPT, "step", "--build", BUILD, "--serve",
+                     "./server --port {port}", "--count", "6", "--threshold", "32KiB"],
+                    cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+                self.assertEqual(result.returncode, status, result.stderr.decode())
+        result = subprocess.run([sys.executable, SCRIPT, "step", "--serve", "x", "--bogus"],
+                                cwd=repo, stderr=subprocess.PIPE)
+        self.assertEqual(result.returncode, 128)  # never 2: git bisect would read "bad"
+
     # -- --builds --------------------------------------------------------------
 
     def test_builds_table(self):
@@ -249,10 +295,29 @@ class BisectTest(unittest.TestCase):
         self.assertEqual(result["mode"], "builds")
         self.assertEqual([b["result"] for b in result["builds"]], ["good", "bad"])
         self.assertEqual(result["builds"][1]["grew"], "RememberRequest")
-        self.assertAlmostEqual(result["builds"][1]["owners"]["RememberRequest"]["bytes_per_request"],
-                               LEAK_BYTES, delta=LEAK_BYTES / 20)
+        leak = result["builds"][1]["owners"]["RememberRequest"]
+        self.assertAlmostEqual(leak["bytes_per_request"], LEAK_BYTES, delta=LEAK_BYTES / 20)
         self.assertEqual(result["top_owners"][0], "RememberRequest")
         self.assert_stopped(pid for b in result["builds"] for pid in b["server_pids"])
+
+    def test_borderline_step_is_repeated(self):
+        # 64 KiB/request against a 60 KiB threshold: within 25 %, run 3 times.
+        new = compile_at(self.dir, 12, "new-server")
+        out_json = os.path.join(self.dir, "builds.json")
+        code, out, err = self.run_tool(
+            "--builds", new, "--serve", "{bin} --port {port}", "--count", "8", "--owner",
+            "Remember*", "--threshold", "60KiB", "--repeat", "3", "--json", out_json)
+        self.assertEqual(code, 0, out + err)
+        with open(out_json) as text:
+            build = json.load(text)["builds"][0]
+        self.assertEqual(build["runs"], 3)
+        self.assertEqual(len(build["slopes"]), 3)
+        self.assertEqual(build["owner"], "RememberRequest")
+        self.assertEqual(build["result"], "bad")
+        self.assertAlmostEqual(build["bytes_per_request"], LEAK_BYTES, delta=LEAK_BYTES / 20)
+        self.assertLess(build["spread"], LEAK_BYTES / 20)
+        self.assertEqual(err.count("borderline"), 2, err)
+        self.assert_stopped(build["server_pids"])
 
     # -- failure paths -----------------------------------------------------------
 
@@ -276,6 +341,16 @@ class BisectTest(unittest.TestCase):
         self.assertEqual(code, 3, out + err)
         self.assert_one_line_error(err, r"the server exited \(killed by SIGABRT\) during "
                                         r"request \d+ of 10")
+        self.assert_stopped([read_pid(pid_file)])
+
+    def test_server_ignoring_sigterm_is_killed(self):
+        server = compile_at(self.dir, 6, "server")
+        pid_file = os.path.join(self.dir, "pid")
+        code, out, err = self.run_tool(
+            "--builds", server, "--serve", f"sh -c 'trap \"\" TERM; exec {{bin}} --port {{port}} "
+            f"--pid-file {pid_file}'", "--count", "5", "--stop-timeout", "0.5", "--quiet")
+        self.assertEqual(code, 0, out + err)
+        self.assertRegex(out, r"(?m)^result\s+good$")
         self.assert_stopped([read_pid(pid_file)])
 
     def test_server_exits_before_ready(self):
