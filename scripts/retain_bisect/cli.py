@@ -23,7 +23,7 @@ DESCRIPTION = """\
 Finds the commit (or the build) that started a per-request memory retention.
 
 Each step builds the program (--build, run with sh -c in the repository),
-starts it (--serve) under libretain.so with a snapshot after every HTTP
+starts it (--serve, also run in the repository) under libretain.so with a snapshot after every HTTP
 request, waits until it is ready, sends --count requests, stops it by pid and
 reads `retain-diff --trend --json`: the bytes kept per request after the
 warm-up, and the verdict. A step is bad when the verdict is `linear` (still
@@ -253,8 +253,11 @@ def parse(argv):
     elif not opts.state_data:
         if not os.path.isdir(opts.repo):
             raise UsageError(f"--repo {opts.repo} is not a directory")
+    if not opts.state_data:
         # Absolute: the steps run in the repository's top directory.
-        opts.repo = os.path.abspath(opts.repo)
+        for name in ("repo", "requests", "rules"):
+            if getattr(opts, name):
+                setattr(opts, name, os.path.abspath(getattr(opts, name)))
     return mode, opts
 
 

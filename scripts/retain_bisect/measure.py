@@ -179,12 +179,16 @@ def run_once(opts, tools, cwd, binary, work_dir, label, registry=None, log=None)
         if len(files) - opts.warmup < 3:
             raise RunError(f"the server wrote {len(files)} snapshots for {opts.count} requests: "
                            "too few for a trend")
+    warnings = []
+    if len(files) < opts.count:
+        warnings.append(f"{len(files)} snapshots for {opts.count} requests (some requests "
+                        "were not seen as HTTP/1.x, or their snapshot came late)")
     measured = files[opts.warmup:]
     data = trend.run_trend(tools.retain_diff, measured, by=opts.by, rules=opts.rules)
     result = trend.measure(data, opts.owner)
     result.update({"server_pid": server.pid, "server_status": server.status,
                    "snapshots": len(measured), "seconds": round(seconds, 3),
-                   "snapshot_dir": snapshot_dir})
+                   "snapshot_dir": snapshot_dir, "warnings": warnings})
     return result
 
 
@@ -215,6 +219,7 @@ def summarize(runs, threshold):
         "owners": middle["owners"],
         "runs": len(runs),
         "server_pids": [r["server_pid"] for r in runs],
+        "warnings": sorted({w for r in runs for w in r.get("warnings", [])}),
     }
 
 

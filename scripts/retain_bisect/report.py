@@ -90,7 +90,7 @@ def builds_table(builds, top=5):
     rows = [[_measured_label(builds[0].get("owner"))] +
             [f"{_rate_with_spread(b)} {b.get('verdict', '')}".strip() for b in builds]]
     for name in ranked:
-        row = [name]
+        row = [_shorten(name)]
         for build in builds:
             owner = build.get("owners", {}).get(name)
             row.append("absent" if owner is None else
@@ -98,6 +98,14 @@ def builds_table(builds, top=5):
         rows.append(row)
     rows.append(["result"] + [b["result"] for b in builds])
     return _table(header, rows), ranked
+
+
+def _shorten(name, width=60):
+    """A long (C++ template) owner name cut in the middle; JSON keeps it whole."""
+    if len(name) <= width:
+        return name
+    keep = (width - 3) // 2
+    return name[:keep] + "..." + name[-(width - 3 - keep):]
 
 
 def write_json(path, document):

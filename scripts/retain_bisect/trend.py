@@ -25,6 +25,14 @@ _LOCATION = re.compile(r"\s+\([^()]*\)$")
 _VERDICT_RANK = {"linear": 4, "noise": 3, "plateau": 2, "warm-up": 1, "flat": 0}
 
 
+# Owners kept per run in the results (the ones growing most, linear first).
+MAX_OWNERS = 50
+
+
+def _rank(series):
+    return (series["verdict"] != "linear", -abs(series["bytes_per_request"]))
+
+
 def owner_name(owner):
     """The owner's name without its file:line ("RememberRequest")."""
     return _LOCATION.sub("", owner.get("display") or owner.get("key") or "?")
@@ -146,7 +154,8 @@ def measure(trend, owner_glob=None):
         "spread": statistics.pstdev(steps) if len(steps) > 1 else 0.0,
         "grew": candidates[0]["owner"] if candidates else None,
         "grew_bytes_per_request": candidates[0]["bytes_per_request"] if candidates else None,
-        "owners": {name: {"bytes_per_request": o["bytes_per_request"], "verdict": o["verdict"]}
-                   for name, o in owners.items()},
+        "owners": {o["owner"]: {"bytes_per_request": o["bytes_per_request"],
+                                "verdict": o["verdict"]}
+                   for o in sorted(owners.values(), key=_rank)[:MAX_OWNERS]},
         "requests": requests,
     }
