@@ -17,8 +17,6 @@ import urllib.parse
 
 from .errors import RunError, UsageError
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
-
 
 def load_bodies(path):
     """The request bodies from `path` (bytes each); raises UsageError."""
