@@ -23,9 +23,10 @@ BUILD_PACKAGES=(
   zlib1g-dev                           # gzip for the pprof exporter
   libcpp-httplib-dev                   # the llama-server look-alike (examples/llm-server-sim)
   libgtest-dev libgmock-dev            # the test binaries (configured with the rest)
+  python3                              # scripts/retain-bisect
 )
 TEST_PACKAGES=(
-  python3 git                          # real programs the transparency tests run
+  git                                  # real programs the transparency tests run (and python3)
   golang-go                            # `go tool pprof`: the pprof test's independent reader
   clang-14 libclang-rt-14-dev          # libFuzzer for the HTTP sniffer fuzz test
 )
