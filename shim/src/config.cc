@@ -257,6 +257,25 @@ void LoadConfig(Config* config) {
     }
   }
 
+  config->sample_interval = 0;
+  if (const char* text = getenv("RETAIN_SAMPLE");
+      text != nullptr && *text != '\0' && strcmp(text, "off") != 0) {
+    uint64_t bytes = 0;
+    if (!ParseByteSize(text, &bytes)) {
+      LogWarning("RETAIN_SAMPLE='%.64s' is not a byte size (e.g. 512KiB); recording everything",
+                 text);
+    } else {
+      config->sample_interval = bytes;
+    }
+  }
+  config->sample_seed = 0;
+  if (const char* text = getenv("RETAIN_SAMPLE_SEED"); text != nullptr && *text != '\0') {
+    if (!ParseUnsigned(text, &config->sample_seed)) {
+      LogWarning("RETAIN_SAMPLE_SEED='%.64s' is not a number; seeding from the clock", text);
+      config->sample_seed = 0;
+    }
+  }
+
   config->control = ControlKind::kOff;
   if (const char* text = getenv("RETAIN_CONTROL"); text != nullptr && *text != '\0') {
     const char* why = nullptr;

@@ -32,6 +32,11 @@ struct Config {
   char http_paths[1024];
   // RETAIN_SNAPSHOT_EVERY: a snapshot after every Nth request ends; 0 = off.
   uint64_t snapshot_every;
+  // RETAIN_SAMPLE: mean bytes between sampled heap allocations (sampler.h);
+  // 0 (default, or "off") records every allocation. RETAIN_SAMPLE_SEED: a
+  // fixed seed for reproducible sampling; 0 = from the clock.
+  uint64_t sample_interval;
+  uint64_t sample_seed;
   // RETAIN_CONTROL: the control endpoint (control_server.h); off by default.
   // "unix:PATH" or "tcp:HOST:PORT" with HOST a loopback address
   // (127.0.0.0/8, ::1 or [::1]); anything else is refused with a warning.

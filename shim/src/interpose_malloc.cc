@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "interpose.h"
+#include "sampler.h"
 
 namespace retain::shim {
 namespace {
@@ -13,7 +14,7 @@ constexpr size_t kMinAlignment = 16;
 
 void RecordAlloc(void* pointer, size_t size) {
   if (pointer == nullptr) return;
-  RecordHeapAlloc(pointer, size);
+  if (ShouldRecordHeap(size)) RecordHeapAlloc(pointer, size);
   MaybeStartServiceThread();
 }
 

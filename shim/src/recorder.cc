@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "process_info.h"
+#include "sampler.h"
 #include "stack_capture.h"
 #include "tag_table.h"
 #include "thread_state.h"
@@ -56,24 +57,37 @@ void RecordHeapAlloc(void* pointer, size_t size) {
   Attribution rule;
   record.tag_id = AttributeAllocation(size, &rule);
   record.attribution = static_cast<uint8_t>(rule);
+  if (g_sample_interval != 0) SampledInsert(record.address);
   g_heap.Insert(record, g_births);
   errno = saved;
 }
 
 void RecordHeapFree(void* pointer) {
-  if (!g_heap.Remove(reinterpret_cast<uintptr_t>(pointer))) {
-    g_unknown_frees.fetch_add(1, std::memory_order_relaxed);
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  if (g_sample_interval != 0) {
+    // Most blocks were never sampled: no lock, no lookup for them.
+    if (!SampledMayContain(address)) return;
+    if (g_heap.Remove(address)) SampledErase(address);
+    return;
   }
+  if (!g_heap.Remove(address)) g_unknown_frees.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool TakeHeapRecord(void* pointer, LiveRecord* out) {
-  if (g_heap.Take(reinterpret_cast<uintptr_t>(pointer), out)) return true;
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  if (g_sample_interval != 0) {
+    return SampledMayContain(address) && g_heap.Take(address, out);
+  }
+  if (g_heap.Take(address, out)) return true;
   g_unknown_frees.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 
 void RestoreHeapRecord(const LiveRecord& record) { g_heap.Restore(record); }
-void CompleteHeapRecordFree(const LiveRecord& record) { g_heap.CountFreed(record); }
+void CompleteHeapRecordFree(const LiveRecord& record) {
+  g_heap.CountFreed(record);
+  if (g_sample_interval != 0) SampledErase(record.address);
+}
 
 void RecordMapping(void* address, size_t length, int prot, int flags, int fd, uint32_t stack_id) {
   MapRecord record{};

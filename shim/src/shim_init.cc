@@ -5,6 +5,7 @@
 #include "arena.h"
 #include "config.h"
 #include "gpu_recorder.h"
+#include "sampler.h"
 #include "control_server.h"
 #include "hook_table.h"
 #include "log.h"
@@ -107,6 +108,9 @@ bool InitializeShim() {
     ++g_thread.busy;
     LoadConfig(MutableConfig());
     SetArenaCap(GetConfig().max_memory);
+    if (!ConfigureSampler(GetConfig().sample_interval, GetConfig().sample_seed)) {
+      LogWarning("cannot set up RETAIN_SAMPLE's filter; recording every allocation");
+    }
     InitProcessInfo();
     RefreshModules();  // the shim's own code range, for dropping its frames
     LoadEarlyUnwinder();

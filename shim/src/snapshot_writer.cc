@@ -25,6 +25,7 @@
 #include "module_table.h"
 #include "process_info.h"
 #include "recorder.h"
+#include "sampler.h"
 #include "stack_capture.h"
 #include "stack_table.h"
 #include "tag_table.h"
@@ -200,6 +201,7 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t
   header.UintField(15, static_cast<uint64_t>(config.depth));
   header.UintField(16, ForkedFromPid());
   header.UintField(17, ShimStartUnixNs());
+  header.UintField(18, g_sample_interval);
   out.MessageField(1, header);
 }
 

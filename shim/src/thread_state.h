@@ -30,6 +30,11 @@ struct ThreadState {
   const void* birth_owner;  // the BirthSequence the block came from
   uint64_t birth_next;
   uint64_t birth_end;
+  // RETAIN_SAMPLE (sampler.h): bytes left before this thread's next sampling
+  // point, its random generator, and whether both were started.
+  int64_t sample_countdown;
+  uint64_t sample_state;
+  uint32_t sample_started;
   // Kernel thread id, cached (0 = not read yet). Reset in a fork child.
   uint32_t tid;
   // The request this thread works for (0: none) and the Attribution rule

@@ -5,6 +5,7 @@ add_executable(shim_unit_tests
   shim_gpu_recorder_test.cc
   shim_kinds_test.cc
   shim_live_table_test.cc
+  shim_sampler_test.cc
   shim_mmap_table_test.cc
   shim_stack_table_test.cc
   shim_wire_encoder_test.cc

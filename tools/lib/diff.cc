@@ -101,8 +101,8 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after)
   static const v1::Snapshot* const kEmpty = new v1::Snapshot();
   const v1::Snapshot& b = before != nullptr ? *before : *kEmpty;
   RssExplanation rss;
-  rss.vm_rss_growth = static_cast<int64_t>(after.memory().vm_rss()) -
-                      static_cast<int64_t>(b.memory().vm_rss());
+  rss.vm_rss_growth =
+      static_cast<int64_t>(after.memory().vm_rss()) - static_cast<int64_t>(b.memory().vm_rss());
   rss.anon_swap_growth = static_cast<int64_t>(AnonPlusSwap(after.memory())) -
                          static_cast<int64_t>(AnonPlusSwap(b.memory()));
   absl::flat_hash_map<int, KindGrowth> growth;
@@ -117,6 +117,22 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after)
     g.kind = totals.kind();
     g.live_bytes_growth -= static_cast<int64_t>(totals.live_bytes());
     g.live_count_growth -= static_cast<int64_t>(totals.live_count());
+  }
+  // A sampled snapshot's heap totals count only the sampled records; the
+  // estimate comes from the rows, scaled.
+  for (const v1::Snapshot* s : {&b, &after}) {
+    if (s->header().sample_interval_bytes() == 0) continue;
+    const int64_t sign = s == &after ? 1 : -1;
+    int64_t recorded = 0;
+    int64_t estimated = 0;
+    for (const Allocation& a : FlattenAllocations(*s)) {
+      if (a.kind != v1::KIND_HEAP) continue;
+      recorded += static_cast<int64_t>(a.recorded_size);
+      estimated += static_cast<int64_t>(a.size);
+    }
+    KindGrowth& g = growth[v1::KIND_HEAP];
+    g.kind = v1::KIND_HEAP;
+    g.live_bytes_growth += sign * (estimated - recorded);
   }
   for (const auto& [kind, g] : growth) rss.tracked.push_back(g);
   std::sort(rss.tracked.begin(), rss.tracked.end(),
@@ -136,8 +152,8 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after)
   rss.untracked_growth =
       rss.anon_swap_growth - rss.tracked_anon_growth - rss.allocator_retained_growth;
   if (rss.anon_swap_growth > 0) {
-    double share = static_cast<double>(rss.tracked_anon_growth) /
-                   static_cast<double>(rss.anon_swap_growth);
+    double share =
+        static_cast<double>(rss.tracked_anon_growth) / static_cast<double>(rss.anon_swap_growth);
     rss.explained_share = std::clamp(share, 0.0, 1.0);
   }
   return rss;
@@ -151,8 +167,7 @@ void SortRows(std::vector<DiffRow>& rows) {
   });
 }
 
-void Live(const v1::Snapshot& after, OwnerResolver& owners, RowTable& table,
-          StackBytes& examples) {
+void Live(const v1::Snapshot& after, OwnerResolver& owners, RowTable& table, StackBytes& examples) {
   for (const Allocation& a : FlattenAllocations(after)) {
     const Owner& owner = owners.Resolve(after, a.stack_id, a.kind, a.tag_id);
     DiffRow& row = table.Get(owner);
@@ -241,9 +256,12 @@ int64_t RequestsBetween(const v1::Snapshot& before, const v1::Snapshot& after) {
 
 const char* DiffModeName(DiffMode mode) {
   switch (mode) {
-    case DiffMode::kLive: return "live";
-    case DiffMode::kExact: return "exact";
-    case DiffMode::kAggregate: return "aggregate";
+    case DiffMode::kLive:
+      return "live";
+    case DiffMode::kExact:
+      return "exact";
+    case DiffMode::kAggregate:
+      return "aggregate";
   }
   return "live";
 }
@@ -293,10 +311,10 @@ absl::StatusOr<DiffResult> ComputeDiff(const v1::Snapshot* before, const v1::Sna
     std::string reason;
     if (SameProcess(*before, after, &reason)) {
       if (before->header().next_birth_sequence() > after.header().next_birth_sequence()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the 'before' snapshot (sequence ", before->header().sequence(),
-            ") was taken after the 'after' one (sequence ", after.header().sequence(),
-            "); swap them"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("the 'before' snapshot (sequence ", before->header().sequence(),
+                         ") was taken after the 'after' one (sequence ", after.header().sequence(),
+                         "); swap them"));
       }
       result.mode = DiffMode::kExact;
       result.mode_reason = reason + ": exact, by birth sequence";

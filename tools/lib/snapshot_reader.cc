@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -193,7 +194,15 @@ absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string
   return snapshot;
 }
 
+uint64_t SampledEstimate(uint64_t size, uint64_t interval) {
+  if (interval == 0 || size >= interval || size == 0) return size;
+  const double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(interval));
+  return static_cast<uint64_t>(std::llround(static_cast<double>(size) / p));
+}
+
 std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
+  // Only the malloc family is sampled (sampler.h in the shim).
+  const uint64_t interval = snapshot.header().sample_interval_bytes();
   size_t total = 0;
   for (const v1::AllocationBlock& block : snapshot.allocations()) {
     total += static_cast<size_t>(block.address_delta_size());
@@ -211,8 +220,10 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
       address = i == 0 ? block.address_delta(0) : address + block.address_delta(i);
       Allocation row;
       row.address = address;
-      row.size = block.size(i);
+      row.recorded_size = block.size(i);
       row.kind = block.kind(i);
+      row.size = row.kind == v1::KIND_HEAP ? SampledEstimate(row.recorded_size, interval)
+                                           : row.recorded_size;
       row.stack_id = block.stack_id(i);
       row.birth_sequence = block.birth_sequence(i);
       row.birth_time_us = block.birth_time_us(i);

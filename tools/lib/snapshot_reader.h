@@ -19,7 +19,11 @@ namespace retain::tool {
 // One live allocation, decoded from an AllocationBlock.
 struct Allocation {
   uint64_t address = 0;
+  // Bytes this row stands for: the allocation's size, or in a sampled
+  // snapshot (Header.sample_interval_bytes != 0) the estimate for a sampled
+  // heap allocation, SampledEstimate(recorded_size, interval).
   uint64_t size = 0;
+  uint64_t recorded_size = 0;  // the size the shim recorded
   v1::Kind kind = v1::KIND_UNSPECIFIED;
   uint32_t stack_id = 0;
   uint64_t birth_sequence = 0;
@@ -43,6 +47,12 @@ absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string
 // All live allocations of all blocks, in block order (each block sorted by
 // address). Assumes a snapshot that ReadSnapshotFile/ParseSnapshot accepted.
 std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot);
+
+// Bytes a sampled heap allocation of `size` stands for when the shim samples
+// by bytes with mean `interval` (Poisson): it was recorded with probability
+// 1 - exp(-size / interval), so it is weighted by the inverse; allocations of
+// at least `interval` bytes are always recorded and stand for themselves.
+uint64_t SampledEstimate(uint64_t size, uint64_t interval);
 
 // Frames of stack `id`, or nullptr when the snapshot has no such stack.
 const v1::Stack* FindStack(const v1::Snapshot& snapshot, uint32_t id);
