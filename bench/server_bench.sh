@@ -12,17 +12,22 @@
 # (--port 0; the port is read from its "listening on" line) with
 # SERVER_FLAGS (default: --leak-trie --trie-node-kib 16 --state-mib 4
 # --cache-mib 16), WARMUP requests first (default 5, untimed), then REQUESTS
-# requests from examples/llm-server-sim/send_requests.py over one keep-alive
-# connection (256-character prompts), timed; then SIGTERM and a wait for the
-# clean exit (the shim writes its exit snapshot then, untimed).
+# requests from examples/llm-server-sim/send_requests.py, split over CLIENTS
+# concurrent clients (default 4), each on one keep-alive connection
+# (256-character prompts), timed; then SIGTERM and a wait for the clean exit
+# (the shim writes its exit snapshot then, untimed).
 #
-# Per configuration: median client wall time for the REQUESTS (min–max) and
-# requests/s; the server's CPU time (user+sys from /proc/PID/stat, clock
-# ticks) over the same requests, per request; ratios of medians to "none";
-# the server's peak RSS (VmHWM) before it is stopped; snapshot bytes.
+# Per configuration: the server's CPU time (user+sys from /proc/PID/stat,
+# clock ticks) over the timed requests, per request -- the primary figure:
+# what the shim adds to the server's work; the client wall time for the
+# REQUESTS and requests/s; ratios of medians to "none"; the server's peak RSS
+# (VmHWM) before it is stopped; snapshot bytes. The wall time is bound by
+# latency, not CPU: cpp-httplib does not set TCP_NODELAY (its default), so
+# each response waits ~40 ms for the client's delayed ACK (Nagle); wall
+# ratios near 1.00 say little about the shim's cost.
 #
 # Environment: RETAIN_BUILD_DIR (default ./build), RETAIN_BENCH_NO_BUILD=1,
-# RETAIN_BENCH_SAMPLE (default 524288), SERVER_FLAGS, WARMUP.
+# RETAIN_BENCH_SAMPLE (default 524288), SERVER_FLAGS, WARMUP, CLIENTS.
 # Exit status 0 when every run served every request, 1 otherwise.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,6 +36,7 @@ requests=${1:-300}
 reps=${2:-3}
 sample=${RETAIN_BENCH_SAMPLE:-524288}
 warmup=${WARMUP:-5}
+clients=${CLIENTS:-4}
 read -r -a server_flags <<<"${SERVER_FLAGS:---leak-trie --trie-node-kib 16 --state-mib 4 --cache-mib 16}"
 if [[ ${RETAIN_BENCH_NO_BUILD:-0} != 1 ]]; then
   cmake --build "$build" --target retain llm-server-sim -j"$(nproc)" >/dev/null
@@ -82,7 +88,13 @@ run_one() {  # config rep -> appends a line to results.tsv
     local t0 c0 t1 c1
     c0=$(cpu_ticks "$server_pid")
     t0=$(date +%s.%N)
-    python3 "$send" --port "$port" --count "$requests" --id-prefix req >"$out/client.out" || status="requests-failed"
+    local pids=() k
+    for k in $(seq "$clients"); do
+      python3 "$send" --port "$port" --count "$(((requests + clients - k) / clients))" --id-prefix "c$k-req" \
+        >"$out/client.$k.out" &
+      pids+=($!)
+    done
+    for k in "${pids[@]}"; do wait "$k" || status="requests-failed"; done
     t1=$(date +%s.%N)
     c1=$(cpu_ticks "$server_pid")
     wall=$(echo "$t1 - $t0" | bc)
@@ -110,9 +122,9 @@ for r in $(seq "$reps"); do
 done
 
 status=0
-python3 - "$dir" "$requests" "$tck" "$sample" "${server_flags[*]}" "$warmup" <<'EOF' || status=$?
+python3 - "$dir" "$requests" "$tck" "$sample" "${server_flags[*]}" "$warmup" "$clients" <<'EOF' || status=$?
 import statistics, sys
-d, requests, tck, sample, flags, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+d, requests, tck, sample, flags, warmup, clients = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
 rows = {}
 for line in open(f"{d}/results.tsv"):
     c, r, wall, ticks, rss, size, status = line.rstrip("\n").split("\t")
@@ -121,12 +133,12 @@ for line in open(f"{d}/results.tsv"):
 loads = [float(x) for x in open(f"{d}/loads").read().split()]
 med = statistics.median
 print(f"llm-server-sim {flags}; {warmup} warm-up requests, then {requests} timed requests "
-      f"(send_requests.py, one keep-alive connection, 256-character prompts)")
+      f"(send_requests.py, {clients} concurrent keep-alive connections, 256-character prompts)")
 print(f"load average (1 min) before each run: {min(loads):.2f}–{max(loads):.2f}; "
       f"{len(rows['none'])} repetitions, order rotated per repetition")
 print()
-print("| configuration | client wall s, median (min–max) | requests/s | server CPU ms/request, median (min–max) "
-      "| wall × | server CPU × | server VmHWM MB | snapshots |")
+print("| configuration | server CPU ms/request, median (min–max) | server CPU × | client wall s, median (min–max) "
+      "| requests/s | wall × | server VmHWM MB | snapshots |")
 print("|---|---|---|---|---|---|---|---|")
 labels = {"none": "no profiler", "retain": "retain full (libunwind, HTTP tagging)",
           "retain_sampled": f"retain sampled `RETAIN_SAMPLE={sample}`"}
@@ -147,8 +159,8 @@ for c, label in labels.items():
     rc = med(cpu) / bc if bc else float("nan")
     size = "–" if c == "none" else f"{med([x['size'] for x in good]) / 1e3:.0f} KB"
     note = f" ({', '.join(bad)})" if bad else ""
-    print(f"| {label} | {med(w):.2f} ({min(w):.2f}–{max(w):.2f}){note} | {requests / med(w):.0f} "
-          f"| {med(cpu):.2f} ({min(cpu):.2f}–{max(cpu):.2f}) | **{rw:.2f}** | {rc:.2f} "
+    print(f"| {label} | {med(cpu):.2f} ({min(cpu):.2f}–{max(cpu):.2f}){note} | **{rc:.2f}** "
+          f"| {med(w):.2f} ({min(w):.2f}–{max(w):.2f}) | {requests / med(w):.0f} | {rw:.2f} "
           f"| {med([x['rss'] for x in good]) / 1024:.1f} | {size} |")
 sys.exit(1 if failed else 0)
 EOF
