@@ -246,9 +246,13 @@ if len(expected) > 1:
 print(f"load average (1 min) before each run: {min(loads):.2f}–{max(loads):.2f} "
       f"(median {med(loads):.2f}); {reps} repetitions, order rotated per repetition")
 print()
+calls = None
+for line in read("none.1/stdout").splitlines():
+    if line.startswith("allocation_calls "):
+        calls = int(line.split()[1])
 print("| configuration | ratio vs | wall s median (min–max) | CPU s median (min–max) | wall × | CPU × "
-      "| peak RSS MB | output | LeakForever bytes |")
-print("|---|---|---|---|---|---|---|---|---|")
+      "| CPU ns added per call | peak RSS MB | output | LeakForever bytes |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 failed = False
 for c, (label, base) in labels.items():
     if c not in rows:
@@ -264,8 +268,11 @@ for c, (label, base) in labels.items():
         rw = med(w) / med([x["wall"] for x in rows[base]])
         rc = med(u) / med([x["cpu"] for x in rows[base]])
         ratios = (f"**{rw:.2f}**", f"{rc:.2f}")
+        added = (f"{(med(u) - med([x['cpu'] for x in rows[base]])) * 1e9 / calls:.0f}"
+                 if calls else "?")
     else:
         ratios = ("1.00", "1.00")
+        added = "–"
     rss = f"{med([x['rss'] for x in runs]) / 1024:.1f}"
     if c.startswith("none"):
         out, leak = "–", "–"
@@ -299,8 +306,23 @@ for c, (label, base) in labels.items():
                     leak += f"; heaptrack's own tools: **failed** ({st})"
     if bad:
         leak += f"; runs failed: {', '.join(bad)}"
-    print(f"| {label} | {base} | {wall_s} | {cpu_s} | {ratios[0]} | {ratios[1]} | {rss} | {out} | {leak} |")
+    print(f"| {label} | {base} | {wall_s} | {cpu_s} | {ratios[0]} | {ratios[1]} | {added} | {rss} | {out} | {leak} |")
 print()
+if calls:
+    print(f"allocation calls per run: {calls:,}; 'CPU ns added per call' = (CPU median - baseline CPU "
+          f"median) / calls")
+if "heaptrack" in rows and "retain" in rows:
+    hw, hc = med([x["wall"] for x in rows["heaptrack"]]), med([x["cpu"] for x in rows["heaptrack"]])
+    bw, bc = med([x["wall"] for x in rows["none"]]), med([x["cpu"] for x in rows["none"]])
+    for c in ("retain", "retain_fp", "retain_sampled"):
+        if c in rows:
+            base = "none_fp" if c == "retain_fp" else "none"
+            rw = med([x["wall"] for x in rows[c]]) / med([x["wall"] for x in rows[base]])
+            rc = med([x["cpu"] for x in rows[c]]) / med([x["cpu"] for x in rows[base]])
+            print(f"{c}: heaptrack recording's overhead (ratio - 1) over {c}'s: "
+                  f"{(hw / bw - 1) / (rw - 1):.1f} in wall time, {(hc / bc - 1) / (rc - 1):.1f} in CPU time "
+                  f"(goal for retain full: >= 4)"
+                  if rw > 1 and rc > 1 else f"{c}: ratio <= 1, no overhead measured")
 if "heaptrack" in rows:
     t = read("ht_full.interp_time").split("\n")[-1].split()
     if t and t[0] != "Command":
