@@ -59,14 +59,15 @@ ht_small_ops=${HEAPTRACK_SMALL_OPS:-20000}
 ht_interpret=/usr/lib/heaptrack/libexec/heaptrack_interpret
 
 if [[ ${RETAIN_BENCH_NO_BUILD:-0} != 1 ]]; then
-  cmake --build "$build" --target retain retain-diff bench_alloc_workload bench_alloc_workload_fp \
+  cmake --build "$build" --target retain retain-diff retain-dump bench_alloc_workload bench_alloc_workload_fp \
     -j"$(nproc)" >/dev/null
 fi
 prog="$build/bench/bench_alloc_workload"
 prog_fp="$build/bench/bench_alloc_workload_fp"
 shim="$build/libretain.so"
 diff_tool="$build/bin/retain-diff"
-for f in "$prog" "$prog_fp" "$shim" "$diff_tool"; do
+dump_tool="$build/bin/retain-dump"
+for f in "$prog" "$prog_fp" "$shim" "$diff_tool" "$dump_tool"; do
   [[ -x "$f" || -f "$f" ]] || { echo "overhead_bench.sh: $f is missing (build it first)" >&2; exit 1; }
 done
 
@@ -141,7 +142,11 @@ for r in $(seq "$reps"); do
     case $c in
       retain | retain_fp | retain_sampled)
         end=$(ls "$out"/data/*.1.pb 2>/dev/null | head -1 || true)
-        if [[ -n "$end" ]]; then leak=$(retain_leak "$end" || echo "error - -"); else leak="no-snapshot - -"; fi ;;
+        if [[ -n "$end" ]]; then leak=$(retain_leak "$end" || echo "error - -"); else leak="no-snapshot - -"; fi
+        # Shim health: frame-pointer walks that broke and fell back to libunwind.
+        [[ -n "$end" ]] && "$dump_tool" --json --top 0 "$end" |
+          python3 -c 'import json, sys; print(json.load(sys.stdin)["health"]["fp_fallbacks"])' \
+            >"$out/fp_fallbacks" 2>/dev/null || true ;;
       heaptrack)
         f=$(ls "$out"/data/ht.raw.* 2>/dev/null | head -1 || true)
         if [[ -n "$f" ]]; then
@@ -311,6 +316,10 @@ print()
 if calls:
     print(f"allocation calls per run: {calls:,}; 'CPU ns added per call' = (CPU median - baseline CPU "
           f"median) / calls")
+if calls and "retain_fp" in rows:
+    fb = [int(read(f"retain_fp.{r}/fp_fallbacks", "-1")) for r in range(1, reps + 1)]
+    print(f"retain_fp: frame-pointer walks that broke and fell back to libunwind (shim health "
+          f"fp_fallbacks): median {med(fb):,.0f} per run, {med(fb) / calls * 100:.0f}% of allocation calls")
 if "heaptrack" in rows and "retain" in rows:
     hw, hc = med([x["wall"] for x in rows["heaptrack"]]), med([x["cpu"] for x in rows["heaptrack"]])
     bw, bc = med([x["wall"] for x in rows["none"]]), med([x["cpu"] for x in rows["none"]])
