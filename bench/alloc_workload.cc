@@ -19,7 +19,8 @@
 //   allocation_calls N
 //   leaked_bytes N leaked_count M
 //   checksum X
-// Built without -fno-omit-frame-pointer on purpose: like most programs.
+// Built without -fno-omit-frame-pointer on purpose, like most programs;
+// bench_alloc_workload_fp is the same source with frame pointers.
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
