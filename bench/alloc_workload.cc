@@ -10,7 +10,8 @@
 // realloc, posix_memalign, memalign, aligned_alloc, operator new/delete,
 // new[]/delete[], std::vector, std::string and std::map growth. Lifetimes
 // are mixed: short (freed at once), medium (a ring of 4096 slots per thread)
-// and never freed (LeakForever, sizes summed exactly). Each allocation call
+// and never freed (LeakForever through malloc, calloc, new[], posix_memalign
+// or realloc; sizes summed exactly). Each allocation call
 // is accompanied by a small compute loop (~200 ns, WORK_ITERATIONS).
 //
 // At the end all memory but the leaked blocks is freed, RETAIN_SNAPSHOT("end")
@@ -18,7 +19,8 @@
 //   allocation_calls N
 //   leaked_bytes N leaked_count M
 //   checksum X
-// Built without -fno-omit-frame-pointer on purpose: like most programs.
+// Built without -fno-omit-frame-pointer on purpose, like most programs;
+// bench_alloc_workload_fp is the same source with frame pointers.
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -102,8 +104,25 @@ void ReleaseSlot(Slot& s) {
   s = Slot();
 }
 
+// Never freed. The entry point varies (malloc, calloc, new[], posix_memalign,
+// and a block grown by realloc to its final size), so a tracker is checked
+// on each of them: the leaked total counts each block's final size once.
 __attribute__((noinline)) void LeakForever(ThreadState& t, size_t n) {
-  void* p = malloc(n);
+  void* p = nullptr;
+  switch (t.leaked_count % 5) {
+    case 0: p = malloc(n); break;
+    case 1: p = calloc(n, 1); break;
+    case 2: p = new char[n]; break;
+    case 3:
+      if (posix_memalign(&p, 64, n) != 0) abort();
+      break;
+    default:
+      p = malloc(1 + n / 2);
+      ++t.calls;
+      Touch(t, p, 1 + n / 2);
+      p = realloc(p, n);
+      break;
+  }
   ++t.calls;
   Touch(t, p, n);
   if (t.leaked_count < kMaxLeaks) t.leaks[t.leaked_count] = p;
