@@ -18,6 +18,7 @@
 #include "stack_capture.h"
 #include "stack_table.h"
 #include "thread_state.h"
+#include "vulkan_manifest.h"
 
 namespace retain::shim {
 
@@ -76,6 +77,7 @@ __attribute__((constructor)) void ShimConstructor() {
   }
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InstallSnapshotTriggers();
+  InstallVulkanLayer();  // before main: the loader reads the environment later
   StartControlServer();
   char unresolved[512];
   UnresolvedHooks(unresolved, sizeof(unresolved));
