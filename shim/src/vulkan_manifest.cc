@@ -83,6 +83,20 @@ bool ThisCopyInterposes() {
   return malloc_fn != nullptr && IsInShim(malloc_fn);
 }
 
+// A copy that does not interpose was dlopen()ed, most likely by the Vulkan
+// loader as a layer in a process that inherited the variables but not
+// LD_PRELOAD (the layer then refuses to negotiate, and the loader skips it).
+// The loader dlclose()s it again while the program runs; the shim's start
+// installed handlers (signals, fork) that must not point into unmapped code,
+// so the copy is pinned for the life of the process.
+void PinThisCopy() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&InstallVulkanLayer), &info) != 0 &&
+      info.dli_fname != nullptr) {
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);  // never closed
+  }
+}
+
 bool RealPathOfShim(char* out) {
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&InstallVulkanLayer), &info) == 0 ||
@@ -222,7 +236,11 @@ int AppendListItem(const char* existing, const char* item, char separator, char*
 }
 
 void InstallVulkanLayer() {
-  if (!GetConfig().vulkan || !ThisCopyInterposes()) return;
+  if (!ThisCopyInterposes()) {
+    PinThisCopy();
+    return;
+  }
+  if (!GetConfig().vulkan) return;
   g_layer_active.store(true, std::memory_order_release);
   pthread_atfork(VulkanForkPrepare, VulkanForkParent, VulkanForkChild);
 

@@ -381,6 +381,30 @@ TEST(VulkanManifest, RerunAndInheritingChildReuseIt) {
   EXPECT_EQ(DirEntries(layer_dir).size(), 1u);
 }
 
+// Proves: a process that inherits the variables but not LD_PRELOAD (a
+// server's child started with a cleaned LD_PRELOAD) is unharmed: the loader
+// dlopen()s libretain.so from the manifest, the copy refuses to negotiate
+// because it does not interpose the program, the loader skips the layer, and
+// the program prints and exits exactly as without any of it.
+TEST(VulkanManifest, ChildWithoutPreloadSkipsTheLayer) {
+  SKIP_WITHOUT_LAVAPIPE();
+  TempDir dir;
+  VulkanRun first = RunDetails("vulkan_alloc", dir);
+  ASSERT_EQ(first.run.exit_code, 0);
+  const std::string layer_dir = LayerDir(first.out);
+  ASSERT_FALSE(layer_dir.empty());
+  const auto env = VulkanEnv(dir.path());
+  const RunResult plain = RunFixture("vulkan_alloc", {}, dir.path(), false, env);
+  ASSERT_EQ(plain.exit_code, 0) << Describe(plain);
+  auto inherited = env;
+  inherited["VK_ADD_LAYER_PATH"] = layer_dir;
+  inherited["VK_LOADER_LAYERS_ENABLE"] = kLayerName;
+  const RunResult child = RunFixture("vulkan_alloc", {}, dir.path(), false, inherited);
+  EXPECT_EQ(child.exit_code, 0) << Describe(child);
+  EXPECT_EQ(child.term_signal, 0);
+  EXPECT_EQ(child.stdout_data, plain.stdout_data);
+}
+
 // Proves: values the user set are kept, the layer appended after them:
 // VK_ADD_LAYER_PATH with ':', VK_LOADER_LAYERS_ENABLE with ','; and when
 // VK_LAYER_PATH is set (the loader then ignores VK_ADD_LAYER_PATH) the
