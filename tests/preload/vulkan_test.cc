@@ -115,20 +115,23 @@ void CheckVulkanSnapshot(const FixtureOutput& out, const v1::Snapshot& snapshot,
   std::map<uint64_t, Allocation> rows;
   for (const Allocation& a : Rows(snapshot, v1::KIND_VULKAN_DEVICE)) rows[a.address] = a;
   EXPECT_EQ(rows.size(), live.size()) << "vulkan-device rows";
-  std::set<uint64_t> live_handles;
+  std::set<uint64_t> live_keys;
   uint64_t live_bytes = 0;
   std::multiset<uint64_t> live_sizes;
   for (const Block& block : live) {
     const std::string what = block.route + "/" + block.name;
-    live_handles.insert(block.handle);
     live_bytes += block.size;
     live_sizes.insert(block.size);
-    // One device, the first: the key is the VkDeviceMemory handle itself.
-    const auto row = rows.find(block.handle);
+    // The key is the VkDeviceMemory handle XOR (the device's slot << 56):
+    // the handle itself on the first device, slot 1 for the second.
+    const uint64_t key = block.handle ^ (block.route == "second" ? uint64_t{1} << 56 : 0);
+    const auto row = rows.find(key);
     if (row == rows.end()) {
-      ADD_FAILURE() << what << ": no vulkan-device row for handle 0x" << std::hex << block.handle;
+      ADD_FAILURE() << what << ": no vulkan-device row for handle 0x" << std::hex << block.handle
+                    << " (key 0x" << key << ")";
       continue;
     }
+    live_keys.insert(key);
     EXPECT_EQ(row->second.size, block.size) << what;
     ASSERT_TRUE(type_flags.count(block.type)) << what;
     const uint64_t want_flags = block.type | ((type_flags.at(block.type) & 0xff) << 8);
@@ -145,8 +148,9 @@ void CheckVulkanSnapshot(const FixtureOutput& out, const v1::Snapshot& snapshot,
   uint64_t freed_bytes = 0;
   for (const Block& block : freed) {
     freed_bytes += block.size;
-    if (live_handles.count(block.handle) == 0) {
-      EXPECT_EQ(rows.count(block.handle), 0u) << block.route << "/" << block.name << " was freed";
+    const uint64_t key = block.handle ^ (block.route == "second" ? uint64_t{1} << 56 : 0);
+    if (live_keys.count(key) == 0) {
+      EXPECT_EQ(rows.count(key), 0u) << block.route << "/" << block.name << " was freed";
     }
   }
 
@@ -222,7 +226,8 @@ std::vector<std::string> DirEntries(const std::string& dir) {
 }
 
 // Proves: allocations made through the loader's exported vkAllocateMemory,
-// through vkGetInstanceProcAddr and through vkGetDeviceProcAddr all reach the
+// through vkGetInstanceProcAddr and through vkGetDeviceProcAddr, and on a
+// second device (its rows keyed apart from the first's), all reach the
 // layer: each live one is a vulkan-device row with its exact size, memory
 // type index and the type's property flags as the program read them, and a
 // stack through the fixture function of its route; freed ones are gone;
@@ -234,17 +239,18 @@ TEST(VulkanLayer, EveryWayOfGettingFunctionsIsRecorded) {
   VulkanRun r = RunDetails("vulkan_alloc", dir);
   ASSERT_EQ(r.run.exit_code, 0);
   EXPECT_TRUE(HasLayerLine(r.out)) << "the loader does not list " << kLayerName;
-  EXPECT_EQ(Blocks(r.out, "alloc").size(), 6u);
+  EXPECT_EQ(Blocks(r.out, "alloc").size(), 8u);
   CheckVulkanSnapshot(r.out, r.snapshot,
                       {{"export", "AllocThroughExport"},
                        {"instance", "AllocThroughInstanceProc"},
-                       {"device", "AllocThroughDeviceProc"}});
+                       {"device", "AllocThroughDeviceProc"},
+                       {"second", "AllocOnSecondDevice"}});
   // At exit everything was freed and destroyed: nothing Vulkan is live.
   for (const std::string& file : ListSnapshots(dir.path())) {
     const v1::Snapshot s = LoadSnapshot(file);
     if (s.header().trigger() != v1::TRIGGER_EXIT) continue;
     EXPECT_EQ(TotalsFor(s, v1::KIND_VULKAN_DEVICE).live_bytes(), 0u);
-    EXPECT_EQ(TotalsFor(s, v1::KIND_VULKAN_DEVICE).allocated_count(), 12u);
+    EXPECT_EQ(TotalsFor(s, v1::KIND_VULKAN_DEVICE).allocated_count(), 16u);
   }
 }
 
@@ -301,7 +307,7 @@ TEST(VulkanLayer, OffMeansNoLayer) {
   EXPECT_EQ(TotalsFor(r.snapshot, v1::KIND_VULKAN_DEVICE).allocated_count(), 0u);
   int heap_64 = 0;
   for (const Allocation& a : Rows(r.snapshot, v1::KIND_HEAP)) heap_64 += a.size == 64 * kMiB;
-  EXPECT_EQ(heap_64, 3) << "the three live 64 MiB blocks' backing store";
+  EXPECT_EQ(heap_64, 4) << "the four live 64 MiB blocks' backing store";
 }
 
 // Proves: the manifest names the real path of the loaded libretain.so even
@@ -336,7 +342,7 @@ TEST(VulkanManifest, WrittenAtTheRealPathOfTheShim) {
     EXPECT_EQ(st.st_uid, geteuid()) << d;
   }
   EXPECT_TRUE(HasLayerLine(out));
-  EXPECT_EQ(Rows(SnapshotLabeled(dir.path(), "vulkan"), v1::KIND_VULKAN_DEVICE).size(), 6u);
+  EXPECT_EQ(Rows(SnapshotLabeled(dir.path(), "vulkan"), v1::KIND_VULKAN_DEVICE).size(), 8u);
 }
 
 // Proves: a second run finds the same manifest and leaves the file alone
@@ -375,7 +381,7 @@ TEST(VulkanManifest, RerunAndInheritingChildReuseIt) {
   const FixtureOutput out(child.stdout_data);
   EXPECT_EQ(EnvLine(out, "VK_ADD_LAYER_PATH"), layer_dir);
   EXPECT_EQ(EnvLine(out, "VK_LOADER_LAYERS_ENABLE"), kLayerName);
-  EXPECT_EQ(Rows(SnapshotLabeled(dir3.path(), "vulkan"), v1::KIND_VULKAN_DEVICE).size(), 6u);
+  EXPECT_EQ(Rows(SnapshotLabeled(dir3.path(), "vulkan"), v1::KIND_VULKAN_DEVICE).size(), 8u);
   ASSERT_EQ(stat(manifest.c_str(), &after), 0);
   EXPECT_EQ(after.st_ino, before.st_ino);
   EXPECT_EQ(DirEntries(layer_dir).size(), 1u);
@@ -422,7 +428,7 @@ TEST(VulkanManifest, ExistingValuesAreAppendedTo) {
     EXPECT_EQ(EnvLine(r.out, "VK_ADD_LAYER_PATH"), "/nonexistent/layers:" + layer_dir);
     EXPECT_EQ(EnvLine(r.out, "VK_LOADER_LAYERS_ENABLE"),
               std::string("VK_LAYER_NOT_INSTALLED,") + kLayerName);
-    EXPECT_EQ(Rows(r.snapshot, v1::KIND_VULKAN_DEVICE).size(), 6u);
+    EXPECT_EQ(Rows(r.snapshot, v1::KIND_VULKAN_DEVICE).size(), 8u);
   }
   {
     TempDir dir;
@@ -431,7 +437,7 @@ TEST(VulkanManifest, ExistingValuesAreAppendedTo) {
     const std::string layer_dir = LayerDir(r.out, "VK_LAYER_PATH");
     EXPECT_EQ(EnvLine(r.out, "VK_LAYER_PATH"), "/nonexistent/only:" + layer_dir);
     EXPECT_EQ(EnvLine(r.out, "VK_ADD_LAYER_PATH"), "-");
-    EXPECT_EQ(Rows(r.snapshot, v1::KIND_VULKAN_DEVICE).size(), 6u);
+    EXPECT_EQ(Rows(r.snapshot, v1::KIND_VULKAN_DEVICE).size(), 8u);
   }
 }
 
