@@ -23,11 +23,13 @@ BUILD_PACKAGES=(
   zlib1g-dev                           # gzip for the pprof exporter
   libcpp-httplib-dev                   # the llama-server look-alike (examples/llm-server-sim)
   libgtest-dev libgmock-dev            # the test binaries (configured with the rest)
+  libvulkan-dev                        # Vulkan headers for the shim's layer (never linked) and the loader for its test programs
 )
 TEST_PACKAGES=(
   python3 git                          # real programs the transparency tests run
   golang-go                            # `go tool pprof`: the pprof test's independent reader
   clang-14 libclang-rt-14-dev          # libFuzzer for the HTTP sniffer fuzz test
+  mesa-vulkan-drivers                  # lavapipe, the CPU Vulkan driver the Vulkan layer tests run on
 )
 
 die() {
