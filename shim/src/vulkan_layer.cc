@@ -284,8 +284,8 @@ VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL GetDeviceProcAddr(VkDevice device, cons
 }  // namespace retain::shim
 
 // The layer's one export. Refuses (the loader then skips the layer) when
-// this copy of the shim is not the one interposing the program (see
-// VulkanLayerActive) or RETAIN_VULKAN=off.
+// this copy of the shim is not the process's (see VulkanLayerActive) or
+// RETAIN_VULKAN=off.
 extern "C" __attribute__((visibility("default"))) VKAPI_ATTR VkResult VKAPI_CALL
 vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface* request) {
   using namespace retain::shim;

@@ -75,15 +75,18 @@ uint64_t HashPath(const char* text) {
   return hash;
 }
 
-// True when this copy of the shim is the one whose malloc the program calls:
-// it was preloaded (or linked), not dlopen()ed into a process that never
-// asked for it.
-bool ThisCopyInterposes() {
-  void* malloc_fn = dlsym(RTLD_DEFAULT, "malloc");
-  return malloc_fn != nullptr && IsInShim(malloc_fn);
+// True when this copy of the shim is the process's: the one in the global
+// scope (preloaded, or linked), whose hooks and API the program reaches —
+// not a copy dlopen()ed RTLD_LOCAL (by the Vulkan loader in a process that
+// never asked for the shim), nor another build at the same path loaded
+// beside the preloaded one. The public API's symbol tells: another
+// preloaded allocator may define malloc first, nothing else defines it.
+bool ThisCopyIsTheProcessShim() {
+  void* api = dlsym(RTLD_DEFAULT, "retain_snapshot");
+  return api != nullptr && IsInShim(api);
 }
 
-// A copy that does not interpose was dlopen()ed, most likely by the Vulkan
+// Any other copy was dlopen()ed, most likely by the Vulkan
 // loader as a layer in a process that inherited the variables but not
 // LD_PRELOAD (the layer then refuses to negotiate, and the loader skips it).
 // The loader dlclose()s it again while the program runs; the shim's start
@@ -236,7 +239,7 @@ int AppendListItem(const char* existing, const char* item, char separator, char*
 }
 
 void InstallVulkanLayer() {
-  if (!ThisCopyInterposes()) {
+  if (!ThisCopyIsTheProcessShim()) {
     PinThisCopy();
     return;
   }

@@ -35,13 +35,14 @@ namespace retain::shim {
 inline constexpr char kVulkanLayerName[] = "VK_LAYER_RETAIN_memory";
 
 // Writes the manifest and sets the environment, unless RETAIN_VULKAN=off or
-// this copy of libretain.so is not the one interposing the program's calls
-// (it was dlopen()ed, e.g. by the loader in a child that inherited the
-// variables but not LD_PRELOAD).
+// this copy of libretain.so is not the process's (not in the global scope:
+// it was dlopen()ed, e.g. by the loader in a child that inherited the
+// variables but not LD_PRELOAD; such a copy pins itself, RTLD_NODELETE, so
+// the loader's dlclose cannot unmap the handlers its start registered).
 void InstallVulkanLayer();
 
 // True when this copy of the shim may act as the layer: the shim started,
-// RETAIN_VULKAN is not off, and this copy interposes the program's malloc.
+// RETAIN_VULKAN is not off, and this copy is the process's (see above).
 // Set by InstallVulkanLayer().
 bool VulkanLayerActive();
 

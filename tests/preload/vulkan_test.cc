@@ -293,7 +293,8 @@ TEST(VulkanLayer, ProgramBehaviourUnchanged) {
 // Proves: RETAIN_VULKAN=off installs no layer (no manifest, no variables,
 // the loader does not list it, no vulkan-device records) and the program
 // still works; lavapipe's blocks are then the program's heap, as for any
-// library's malloc.
+// library's malloc. Off also holds in a child that inherited the variables
+// of a parent with the layer on.
 TEST(VulkanLayer, OffMeansNoLayer) {
   SKIP_WITHOUT_LAVAPIPE();
   TempDir dir;
@@ -308,6 +309,20 @@ TEST(VulkanLayer, OffMeansNoLayer) {
   int heap_64 = 0;
   for (const Allocation& a : Rows(r.snapshot, v1::KIND_HEAP)) heap_64 += a.size == 64 * kMiB;
   EXPECT_EQ(heap_64, 4) << "the four live 64 MiB blocks' backing store";
+
+  // Off in a child that inherited an enabled layer: the loader loads the
+  // library, which refuses to be the layer.
+  TempDir on_dir;
+  VulkanRun on = RunDetails("vulkan_alloc", on_dir);
+  ASSERT_EQ(on.run.exit_code, 0);
+  TempDir child_dir;
+  VulkanRun child = RunDetails("vulkan_alloc", child_dir,
+                               {{"RETAIN_VULKAN", "off"},
+                                {"VK_ADD_LAYER_PATH", LayerDir(on.out)},
+                                {"VK_LOADER_LAYERS_ENABLE", kLayerName}});
+  ASSERT_EQ(child.run.exit_code, 0);
+  EXPECT_TRUE(Rows(child.snapshot, v1::KIND_VULKAN_DEVICE).empty());
+  EXPECT_EQ(TotalsFor(child.snapshot, v1::KIND_VULKAN_DEVICE).allocated_count(), 0u);
 }
 
 // Proves: the manifest names the real path of the loaded libretain.so even
@@ -390,7 +405,7 @@ TEST(VulkanManifest, RerunAndInheritingChildReuseIt) {
 // Proves: a process that inherits the variables but not LD_PRELOAD (a
 // server's child started with a cleaned LD_PRELOAD) is unharmed: the loader
 // dlopen()s libretain.so from the manifest, the copy refuses to negotiate
-// because it does not interpose the program, the loader skips the layer, and
+// because it is not the process's shim, the loader skips the layer, and
 // the program prints and exits exactly as without any of it.
 TEST(VulkanManifest, ChildWithoutPreloadSkipsTheLayer) {
   SKIP_WITHOUT_LAVAPIPE();
