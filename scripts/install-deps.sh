@@ -24,11 +24,13 @@ BUILD_PACKAGES=(
   libcpp-httplib-dev                   # the llama-server look-alike (examples/llm-server-sim)
   libgtest-dev libgmock-dev            # the test binaries (configured with the rest)
   python3                              # scripts/retain-bisect
+  libvulkan-dev                        # Vulkan headers for the shim's layer (never linked) and the loader for its test programs
 )
 TEST_PACKAGES=(
   git                                  # real programs the transparency tests run (and python3)
   golang-go                            # `go tool pprof`: the pprof test's independent reader
   clang-14 libclang-rt-14-dev          # libFuzzer for the HTTP sniffer fuzz test
+  mesa-vulkan-drivers                  # lavapipe, the CPU Vulkan driver the Vulkan layer tests run on
 )
 
 die() {

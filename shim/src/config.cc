@@ -237,6 +237,14 @@ void LoadConfig(Config* config) {
       LogWarning("RETAIN_HTTP='%.64s' is not on or off; using on", text);
     }
   }
+  config->vulkan = true;
+  if (const char* text = getenv("RETAIN_VULKAN"); text != nullptr && *text != '\0') {
+    if (strcasecmp(text, "off") == 0 || strcmp(text, "0") == 0) {
+      config->vulkan = false;
+    } else if (strcasecmp(text, "on") != 0 && strcmp(text, "1") != 0) {
+      LogWarning("RETAIN_VULKAN='%.64s' is not on or off; using on", text);
+    }
+  }
   config->http_paths[0] = '\0';
   if (const char* text = getenv("RETAIN_HTTP_PATHS"); text != nullptr) {
     if (strlen(text) >= sizeof(config->http_paths)) {

@@ -30,6 +30,8 @@ struct Config {
   bool http;
   // RETAIN_HTTP_PATHS: comma-separated paths that open tags; "" = all.
   char http_paths[1024];
+  // RETAIN_VULKAN: the Vulkan layer (vulkan_manifest.h); on by default.
+  bool vulkan;
   // RETAIN_SNAPSHOT_EVERY: a snapshot after every Nth request ends; 0 = off.
   uint64_t snapshot_every;
   // RETAIN_SAMPLE: mean bytes between sampled heap allocations (sampler.h);

@@ -19,6 +19,7 @@
 #include "stack_capture.h"
 #include "stack_table.h"
 #include "thread_state.h"
+#include "vulkan_manifest.h"
 
 namespace retain::shim {
 
@@ -77,6 +78,7 @@ __attribute__((constructor)) void ShimConstructor() {
   }
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InstallSnapshotTriggers();
+  InstallVulkanLayer();  // before main: the loader reads the environment later
   StartControlServer();
   char unresolved[512];
   UnresolvedHooks(unresolved, sizeof(unresolved));
