@@ -28,6 +28,7 @@ TEST_PACKAGES=(
   python3 git                          # real programs the transparency tests run
   golang-go                            # `go tool pprof`: the pprof test's independent reader
   clang-14 libclang-rt-14-dev          # libFuzzer for the HTTP sniffer fuzz test
+  libamdhip64-dev                      # HIP tests: the real runtime (no GPU needed) and its header
 )
 
 die() {

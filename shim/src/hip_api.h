@@ -53,33 +53,33 @@ struct hipExtent {
 // Every HIP function the shim interposes, once: X(name, parameter list).
 // All return hipError_t. The hooks' definitions are checked against this
 // list (interpose_hip.cc), and this list against the real header.
-#define RETAIN_FOR_EACH_HIP_HOOK(X)                                                              \
-  X(hipMalloc, (void** ptr, size_t size))                                                        \
-  X(hipExtMallocWithFlags, (void** ptr, size_t sizeBytes, unsigned int flags))                   \
-  X(hipMallocManaged, (void** dev_ptr, size_t size, unsigned int flags))                         \
-  X(hipMallocPitch, (void** ptr, size_t* pitch, size_t width, size_t height))                    \
-  X(hipMemAllocPitch, (hipDeviceptr_t * dptr, size_t* pitch, size_t widthInBytes, size_t height, \
-                       unsigned int elementSizeBytes))                                           \
-  X(hipMalloc3D, (hipPitchedPtr * pitchedDevPtr, hipExtent extent))                              \
-  X(hipMallocAsync, (void** dev_ptr, size_t size, hipStream_t stream))                           \
-  X(hipMallocFromPoolAsync,                                                                      \
-    (void** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream))                    \
-  X(hipFree, (void* ptr))                                                                        \
-  X(hipFreeAsync, (void* dev_ptr, hipStream_t stream))                                           \
-  X(hipHostMalloc, (void** ptr, size_t size, unsigned int flags))                                \
-  X(hipHostAlloc, (void** ptr, size_t size, unsigned int flags))                                 \
-  X(hipMallocHost, (void** ptr, size_t size))                                                    \
-  X(hipMemAllocHost, (void** ptr, size_t size))                                                  \
-  X(hipHostFree, (void* ptr))                                                                    \
-  X(hipFreeHost, (void* ptr))                                                                    \
-  X(hipMemCreate, (hipMemGenericAllocationHandle_t * handle, size_t size,                        \
-                   const hipMemAllocationProp* prop, unsigned long long flags))                  \
-  X(hipMemRelease, (hipMemGenericAllocationHandle_t handle))                                     \
-  X(hipMemMap, (void* ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle,   \
-                unsigned long long flags))                                                       \
-  X(hipMemUnmap, (void* ptr, size_t size))                                                      \
-  X(hipMemAddressReserve,                                                                        \
-    (void** ptr, size_t size, size_t alignment, void* addr, unsigned long long flags))           \
+#define RETAIN_FOR_EACH_HIP_HOOK(X)                                                               \
+  X(hipMalloc, (void** ptr, size_t size))                                                         \
+  X(hipExtMallocWithFlags, (void** ptr, size_t sizeBytes, unsigned int flags))                    \
+  X(hipMallocManaged, (void** dev_ptr, size_t size, unsigned int flags))                          \
+  X(hipMallocPitch, (void** ptr, size_t* pitch, size_t width, size_t height))                     \
+  X(hipMemAllocPitch, (hipDeviceptr_t * dptr, size_t * pitch, size_t widthInBytes, size_t height, \
+                       unsigned int elementSizeBytes))                                            \
+  X(hipMalloc3D, (hipPitchedPtr * pitchedDevPtr, hipExtent extent))                               \
+  X(hipMallocAsync, (void** dev_ptr, size_t size, hipStream_t stream))                            \
+  X(hipMallocFromPoolAsync,                                                                       \
+    (void** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream))                     \
+  X(hipFree, (void* ptr))                                                                         \
+  X(hipFreeAsync, (void* dev_ptr, hipStream_t stream))                                            \
+  X(hipHostMalloc, (void** ptr, size_t size, unsigned int flags))                                 \
+  X(hipHostAlloc, (void** ptr, size_t size, unsigned int flags))                                  \
+  X(hipMallocHost, (void** ptr, size_t size))                                                     \
+  X(hipMemAllocHost, (void** ptr, size_t size))                                                   \
+  X(hipHostFree, (void* ptr))                                                                     \
+  X(hipFreeHost, (void* ptr))                                                                     \
+  X(hipMemCreate, (hipMemGenericAllocationHandle_t * handle, size_t size,                         \
+                   const hipMemAllocationProp* prop, unsigned long long flags))                   \
+  X(hipMemRelease, (hipMemGenericAllocationHandle_t handle))                                      \
+  X(hipMemMap, (void* ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle,    \
+                unsigned long long flags))                                                        \
+  X(hipMemUnmap, (void* ptr, size_t size))                                                        \
+  X(hipMemAddressReserve,                                                                         \
+    (void** ptr, size_t size, size_t alignment, void* addr, unsigned long long flags))            \
   X(hipMemAddressFree, (void* devPtr, size_t size))
 
 // name##_fn: the type of each listed function.

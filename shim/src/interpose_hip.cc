@@ -134,21 +134,27 @@ RETAIN_EXPORT hipError_t hipMalloc(void** ptr, size_t size) {
   auto real = Real(g_real_hip.hipMalloc, "hipMalloc");
   if (real == nullptr) return kNoRuntime;
   return Allocate([&] { return real(ptr, size); },
-                  [&] { return Allocated{Out(ptr), size, Kind::kHipDevice, 0}; });
+                  [&] {
+                    return Allocated{Out(ptr), size, Kind::kHipDevice, 0};
+                  });
 }
 
 RETAIN_EXPORT hipError_t hipExtMallocWithFlags(void** ptr, size_t sizeBytes, unsigned int flags) {
   auto real = Real(g_real_hip.hipExtMallocWithFlags, "hipExtMallocWithFlags");
   if (real == nullptr) return kNoRuntime;
   return Allocate([&] { return real(ptr, sizeBytes, flags); },
-                  [&] { return Allocated{Out(ptr), sizeBytes, Kind::kHipDevice, 0}; });
+                  [&] {
+                    return Allocated{Out(ptr), sizeBytes, Kind::kHipDevice, 0};
+                  });
 }
 
 RETAIN_EXPORT hipError_t hipMallocManaged(void** dev_ptr, size_t size, unsigned int flags) {
   auto real = Real(g_real_hip.hipMallocManaged, "hipMallocManaged");
   if (real == nullptr) return kNoRuntime;
   return Allocate([&] { return real(dev_ptr, size, flags); },
-                  [&] { return Allocated{Out(dev_ptr), size, Kind::kHipManaged, 0}; });
+                  [&] {
+                    return Allocated{Out(dev_ptr), size, Kind::kHipManaged, 0};
+                  });
 }
 
 RETAIN_EXPORT hipError_t hipMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
@@ -188,7 +194,9 @@ RETAIN_EXPORT hipError_t hipMallocAsync(void** dev_ptr, size_t size, hipStream_t
   auto real = Real(g_real_hip.hipMallocAsync, "hipMallocAsync");
   if (real == nullptr) return kNoRuntime;
   return Allocate([&] { return real(dev_ptr, size, stream); },
-                  [&] { return Allocated{Out(dev_ptr), size, Kind::kHipDevice, 0}; });
+                  [&] {
+                    return Allocated{Out(dev_ptr), size, Kind::kHipDevice, 0};
+                  });
 }
 
 RETAIN_EXPORT hipError_t hipMallocFromPoolAsync(void** dev_ptr, size_t size, hipMemPool_t mem_pool,
@@ -196,7 +204,9 @@ RETAIN_EXPORT hipError_t hipMallocFromPoolAsync(void** dev_ptr, size_t size, hip
   auto real = Real(g_real_hip.hipMallocFromPoolAsync, "hipMallocFromPoolAsync");
   if (real == nullptr) return kNoRuntime;
   return Allocate([&] { return real(dev_ptr, size, mem_pool, stream); },
-                  [&] { return Allocated{Out(dev_ptr), size, Kind::kHipDevice, 0}; });
+                  [&] {
+                    return Allocated{Out(dev_ptr), size, Kind::kHipDevice, 0};
+                  });
 }
 
 RETAIN_EXPORT hipError_t hipFree(void* ptr) {
@@ -217,28 +227,36 @@ RETAIN_EXPORT hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int fla
   auto real = Real(g_real_hip.hipHostMalloc, "hipHostMalloc");
   if (real == nullptr) return kNoRuntime;
   return Allocate([&] { return real(ptr, size, flags); },
-                  [&] { return Allocated{Out(ptr), size, Kind::kHipHost, Flags(flags)}; });
+                  [&] {
+                    return Allocated{Out(ptr), size, Kind::kHipHost, Flags(flags)};
+                  });
 }
 
 RETAIN_EXPORT hipError_t hipHostAlloc(void** ptr, size_t size, unsigned int flags) {
   auto real = Real(g_real_hip.hipHostAlloc, "hipHostAlloc");
   if (real == nullptr) return kNoRuntime;
   return Allocate([&] { return real(ptr, size, flags); },
-                  [&] { return Allocated{Out(ptr), size, Kind::kHipHost, Flags(flags)}; });
+                  [&] {
+                    return Allocated{Out(ptr), size, Kind::kHipHost, Flags(flags)};
+                  });
 }
 
 RETAIN_EXPORT hipError_t hipMallocHost(void** ptr, size_t size) {
   auto real = Real(g_real_hip.hipMallocHost, "hipMallocHost");
   if (real == nullptr) return kNoRuntime;
   return Allocate([&] { return real(ptr, size); },
-                  [&] { return Allocated{Out(ptr), size, Kind::kHipHost, 0}; });
+                  [&] {
+                    return Allocated{Out(ptr), size, Kind::kHipHost, 0};
+                  });
 }
 
 RETAIN_EXPORT hipError_t hipMemAllocHost(void** ptr, size_t size) {
   auto real = Real(g_real_hip.hipMemAllocHost, "hipMemAllocHost");
   if (real == nullptr) return kNoRuntime;
   return Allocate([&] { return real(ptr, size); },
-                  [&] { return Allocated{Out(ptr), size, Kind::kHipHost, 0}; });
+                  [&] {
+                    return Allocated{Out(ptr), size, Kind::kHipHost, 0};
+                  });
 }
 
 RETAIN_EXPORT hipError_t hipHostFree(void* ptr) {
@@ -309,7 +327,7 @@ RETAIN_EXPORT hipError_t hipMemUnmap(void* ptr, size_t size) {
 
 // Every hook has the type its row in RETAIN_FOR_EACH_HIP_HOOK gives (which
 // tests/unit/shim_hip_api_test.cc checks against the real header).
-#define RETAIN_CHECK_HIP_HOOK(name, params)                            \
+#define RETAIN_CHECK_HIP_HOOK(name, params)                        \
   static_assert(std::is_same_v<decltype(&::name), hip::name##_fn>, \
                 #name " does not match its row in hip_api.h");
 RETAIN_FOR_EACH_HIP_HOOK(RETAIN_CHECK_HIP_HOOK)

@@ -159,16 +159,16 @@ TEST(HipFakeRuntimeTest, HasTheRealRuntimesSonameVersionNodesAndSymbolVersions) 
               real_versions.at(name))
         << name;
   }
-  EXPECT_NE(RunTool({"objdump", "-p", FakeRuntimePath()}).find("SONAME               libamdhip64.so.5"),
-            std::string::npos);
+  EXPECT_NE(
+      RunTool({"objdump", "-p", FakeRuntimePath()}).find("SONAME               libamdhip64.so.5"),
+      std::string::npos);
 }
 
 TEST(HipFakeRuntimeTest, CallsItsOwnExportsThroughThePlt) {
   const std::string relocations = RunTool({"objdump", "-R", FakeRuntimePath()});
-  for (const char* name : {"hipMalloc", "hipHostMalloc", "hipHostFree", "hipMallocPitch",
-                           "hipMallocAsync"}) {
-    EXPECT_NE(relocations.find(std::string("R_X86_64_JUMP_SLOT  ") + name + "@"),
-              std::string::npos)
+  for (const char* name :
+       {"hipMalloc", "hipHostMalloc", "hipHostFree", "hipMallocPitch", "hipMallocAsync"}) {
+    EXPECT_NE(relocations.find(std::string("R_X86_64_JUMP_SLOT  ") + name + "@"), std::string::npos)
         << name << " is not called through the PLT:\n"
         << relocations;
   }
@@ -189,8 +189,8 @@ const std::map<std::string, Expected>& ExpectedAtHip() {
   static const auto* expected = new std::map<std::string, Expected>{
       {"A", {1 * kMiB, v1::KIND_HIP_DEVICE, 0, "alloc_device"}},
       {"C", {2 * kMiB, v1::KIND_HIP_DEVICE, 0, "alloc_device"}},
-      {"D", {1024 * 10, v1::KIND_HIP_DEVICE, 0, "alloc_device"}},  // hipMallocPitch 1000 x 10
-      {"E", {512 * 7, v1::KIND_HIP_DEVICE, 0, "alloc_device"}},    // hipMemAllocPitch 300 x 7
+      {"D", {1024 * 10, v1::KIND_HIP_DEVICE, 0, "alloc_device"}},    // hipMallocPitch 1000 x 10
+      {"E", {512 * 7, v1::KIND_HIP_DEVICE, 0, "alloc_device"}},      // hipMemAllocPitch 300 x 7
       {"F", {256 * 3 * 5, v1::KIND_HIP_DEVICE, 0, "alloc_device"}},  // hipMalloc3D 100 x 3 x 5
       {"H", {6 * kMiB, v1::KIND_HIP_DEVICE, 0, "alloc_device"}},
       {"M", {256 * kKiB, v1::KIND_HIP_MANAGED, 0, "alloc_managed"}},
@@ -213,6 +213,7 @@ std::vector<std::string> ComparableOutput(const FixtureOutput& out) {
     lines.push_back(line);
   }
   for (const auto& f : out.All("fail-pitch")) lines.push_back("fail-pitch " + f[0]);
+  for (const auto& f : out.All("errno")) lines.push_back("errno " + f[0]);
   return lines;
 }
 
@@ -315,17 +316,18 @@ TEST_F(HipCallsTest, ReleasedAreGoneAndEverythingIsGoneAtTheEnd) {
 TEST_F(HipCallsTest, FailuresReturnWhatTheRuntimeReturnedAndMatchARunWithoutTheShim) {
   // The fake's answers (fake_amdhip64.c), *ptr left at the sentinel.
   const std::map<std::string, std::vector<std::string>> want = {
-      {"huge", {"2", "0x1234"}},         {"pitch-huge", {"2", "0x1234"}},
-      {"pitch-null", {"1", "0x1234"}},   {"managed-flags", {"1", "0x1234"}},
-      {"ext-flags", {"1", "0x1234"}},    {"pool-null", {"1", "0x1234"}},
-      {"host-huge", {"2", "0x1234"}},    {"create-size", {"1", "0x1234"}},
-      {"free-bogus", {"1", "0x1000"}},   {"freeasync-bogus", {"1", "0x1000"}},
+      {"huge", {"2", "0x1234"}},           {"pitch-huge", {"2", "0x1234"}},
+      {"pitch-null", {"1", "0x1234"}},     {"managed-flags", {"1", "0x1234"}},
+      {"ext-flags", {"1", "0x1234"}},      {"pool-null", {"1", "0x1234"}},
+      {"host-huge", {"2", "0x1234"}},      {"create-size", {"1", "0x1234"}},
+      {"free-bogus", {"1", "0x1000"}},     {"freeasync-bogus", {"1", "0x1000"}},
       {"hostfree-bogus", {"1", "0x2000"}}, {"release-bogus", {"1", "0x3000"}},
-      {"free-host-P", {"1", "(nil)"}},   {"hostfree-device-A", {"1", "(nil)"}},
+      {"free-host-P", {"1", "(nil)"}},     {"hostfree-device-A", {"1", "(nil)"}},
       {"map-bogus", {"1", "(nil)"}},
   };
   for (const auto& [label, fields] : want) EXPECT_EQ(out_.Named("fail", label), fields) << label;
   EXPECT_EQ(out_.Word("fail-pitch"), "77");
+  EXPECT_EQ(out_.Word("errno"), "4242") << "errno changed by the first call";
   // "zero": hipMalloc(0) succeeds with NULL: nothing recorded (checked by
   // the row count above), NULL handed back.
   EXPECT_EQ(out_.Named("ok", "zero"), (std::vector<std::string>{"0", "(nil)"}));
@@ -390,11 +392,14 @@ TEST(HipRtldLocalTest, FoundThroughTheLoadedObjectsAndAFailedLookupIsNotCached) 
   const std::map<std::string, Range> ranges = Ranges(out);
   const std::map<std::string, std::pair<Expected, uint64_t>> want = {
       {"device",
-       {{2 * kMiB, v1::KIND_HIP_DEVICE, 0, "backend_alloc"}, ParseNumber(out.Named("ok", "device").at(1))}},
+       {{2 * kMiB, v1::KIND_HIP_DEVICE, 0, "backend_alloc"},
+        ParseNumber(out.Named("ok", "device").at(1))}},
       {"host",
-       {{1 * kMiB, v1::KIND_HIP_HOST, 0, "backend_alloc_host"}, ParseNumber(out.Named("ok", "host").at(1))}},
+       {{1 * kMiB, v1::KIND_HIP_HOST, 0, "backend_alloc_host"},
+        ParseNumber(out.Named("ok", "host").at(1))}},
       {"late",
-       {{8 * kKiB, v1::KIND_HIP_DEVICE, 0, "probe_again"}, ParseNumber(out.All("late").at(0).at(1))}},
+       {{8 * kKiB, v1::KIND_HIP_DEVICE, 0, "probe_again"},
+        ParseNumber(out.All("late").at(0).at(1))}},
   };
   std::map<uint64_t, Allocation> by_address;
   for (const Allocation& a : HipRows(s)) by_address.emplace(a.address, a);
@@ -499,8 +504,8 @@ TEST(HipMixedTest, PerKindTotalsExactInTheSnapshotAndInRetainDiff) {
 
   // Growth between the snapshots, per kind: exactly what the program did.
   const std::map<std::string, uint64_t> want = {
-      {"heap", 3 * kMiB},           {"mmap-anon", 5 * kMiB}, {"vulkan-device", 16 * kMiB},
-      {"hip-device", 7 * kMiB},     {"hip-host", 1 * kMiB},
+      {"heap", 3 * kMiB},       {"mmap-anon", 5 * kMiB}, {"vulkan-device", 16 * kMiB},
+      {"hip-device", 7 * kMiB}, {"hip-host", 1 * kMiB},
   };
   std::map<std::string, int64_t> growth;
   for (const v1::KindTotals& t : after.totals()) {
@@ -526,12 +531,11 @@ TEST(HipMixedTest, PerKindTotalsExactInTheSnapshotAndInRetainDiff) {
     if (label == "after") after_file = f;
   }
   const std::string json = RunTool({RETAIN_DIFF_PATH, "--json", before_file, after_file});
-  const std::string rows = RunTool(
-      {"python3", "-c",
-       "import json, sys\n"
-       "for t in json.load(sys.stdin)['rss']['tracked']:\n"
-       "    print(t['kind'], t['live_bytes'])\n"},
-      json);
+  const std::string rows = RunTool({"python3", "-c",
+                                    "import json, sys\n"
+                                    "for t in json.load(sys.stdin)['rss']['tracked']:\n"
+                                    "    print(t['kind'], t['live_bytes'])\n"},
+                                   json);
   std::map<std::string, int64_t> tracked;
   std::istringstream lines(rows);
   std::string kind;

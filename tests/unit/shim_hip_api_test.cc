@@ -8,9 +8,8 @@
 // values are compared with static_assert. The test at run time checks that
 // every hooked function is an allowed export of libretain.so and the other
 // way round.
-#include <hip/hip_runtime_api.h>
-
 #include <gtest/gtest.h>
+#include <hip/hip_runtime_api.h>
 
 #include <cstddef>
 #include <fstream>
