@@ -31,6 +31,7 @@ TEST_PACKAGES=(
   golang-go                            # `go tool pprof`: the pprof test's independent reader
   clang-14 libclang-rt-14-dev          # libFuzzer for the HTTP sniffer fuzz test
   mesa-vulkan-drivers                  # lavapipe, the CPU Vulkan driver the Vulkan layer tests run on
+  libamdhip64-dev                      # HIP tests: the real runtime (no GPU needed) and its header
 )
 
 die() {
