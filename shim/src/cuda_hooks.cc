@@ -234,8 +234,7 @@ void* WrapCudaTarget(int entry, void* real) {
   if (entry < 0 || entry >= kCudaEntryCount || real == nullptr || IsInShim(real)) return real;
   for (int slot = 0; slot < kCudaWrapperSlots; ++slot) {
     void* expected = nullptr;
-    if (g_targets[entry][slot].compare_exchange_strong(expected, real,
-                                                        std::memory_order_acq_rel) ||
+    if (g_targets[entry][slot].compare_exchange_strong(expected, real, std::memory_order_acq_rel) ||
         expected == real) {
       return kEntries[entry].wrapper_at(slot);
     }
@@ -265,8 +264,8 @@ cudaError_t MallocHost(CudaMallocHostFn real, void** ptr, size_t size) {
 }
 
 cudaError_t HostAlloc(CudaHostAllocFn real, void** host, size_t size, unsigned int flags) {
-  return Allocate<cudaError_t>([&] { return real(host, size, flags); }, host, size,
-                               Kind::kCudaHost, flags);
+  return Allocate<cudaError_t>([&] { return real(host, size, flags); }, host, size, Kind::kCudaHost,
+                               flags);
 }
 
 cudaError_t FreeHost(CudaFreeHostFn real, void* ptr) {
@@ -279,8 +278,7 @@ cudaError_t MallocManaged(CudaMallocManagedFn real, void** dev_ptr, size_t size,
                                Kind::kCudaManaged, 0);
 }
 
-cudaError_t MallocAsync(CudaMallocAsyncFn real, void** dev_ptr, size_t size,
-                        cudaStream_t stream) {
+cudaError_t MallocAsync(CudaMallocAsyncFn real, void** dev_ptr, size_t size, cudaStream_t stream) {
   return Allocate<cudaError_t>([&] { return real(dev_ptr, size, stream); }, dev_ptr, size,
                                Kind::kCudaDevice, 0);
 }
@@ -290,8 +288,8 @@ cudaError_t FreeAsync(CudaFreeAsyncFn real, void* dev_ptr, cudaStream_t stream) 
 }
 
 CUresult MemAlloc(CuMemAllocFn real, CUdeviceptr* dptr, size_t bytesize) {
-  return Allocate<CUresult>([&] { return real(dptr, bytesize); }, dptr, bytesize,
-                            Kind::kCudaDevice, 0);
+  return Allocate<CUresult>([&] { return real(dptr, bytesize); }, dptr, bytesize, Kind::kCudaDevice,
+                            0);
 }
 
 CUresult MemFree(CuMemFreeFn real, CUdeviceptr dptr) {
@@ -299,8 +297,7 @@ CUresult MemFree(CuMemFreeFn real, CUdeviceptr dptr) {
 }
 
 CUresult MemAllocHost(CuMemAllocHostFn real, void** pp, size_t bytesize) {
-  return Allocate<CUresult>([&] { return real(pp, bytesize); }, pp, bytesize, Kind::kCudaHost,
-                            0);
+  return Allocate<CUresult>([&] { return real(pp, bytesize); }, pp, bytesize, Kind::kCudaHost, 0);
 }
 
 CUresult MemHostAlloc(CuMemHostAllocFn real, void** pp, size_t bytesize, unsigned int flags) {

@@ -118,8 +118,7 @@ CUresult MemRelease(CuMemReleaseFn real, CUmemGenericAllocationHandle handle);
 CUresult MemMap(CuMemMapFn real, CUdeviceptr ptr, size_t size, size_t offset,
                 CUmemGenericAllocationHandle handle, unsigned long long flags);
 CUresult MemUnmap(CuMemUnmapFn real, CUdeviceptr ptr, size_t size);
-CUresult MemAllocAsync(CuMemAllocAsyncFn real, CUdeviceptr* dptr, size_t bytesize,
-                       CUstream stream);
+CUresult MemAllocAsync(CuMemAllocAsyncFn real, CUdeviceptr* dptr, size_t bytesize, CUstream stream);
 CUresult MemFreeAsync(CuMemFreeAsyncFn real, CUdeviceptr dptr, CUstream stream);
 CUresult GetProcAddress(CuGetProcAddressFn real, const char* symbol, void** pfn, int cuda_version,
                         cuuint64_t flags);

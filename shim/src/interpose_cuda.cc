@@ -21,14 +21,14 @@ Fn Real(CudaEntry entry) {
 
 }  // namespace
 
-#define RETAIN_CUDART_HOOK(entry, Fn, impl, ...)                 \
-  Fn real = Real<Fn>(CudaEntry::entry);                          \
-  if (real == nullptr) return kCudartErrorInitialization;        \
+#define RETAIN_CUDART_HOOK(entry, Fn, impl, ...)          \
+  Fn real = Real<Fn>(CudaEntry::entry);                   \
+  if (real == nullptr) return kCudartErrorInitialization; \
   return cuda_impl::impl(real, __VA_ARGS__)
 
-#define RETAIN_CUDA_DRIVER_HOOK(entry, Fn, impl, ...)            \
-  Fn real = Real<Fn>(CudaEntry::entry);                          \
-  if (real == nullptr) return kCudaErrorNotInitialized;          \
+#define RETAIN_CUDA_DRIVER_HOOK(entry, Fn, impl, ...)   \
+  Fn real = Real<Fn>(CudaEntry::entry);                 \
+  if (real == nullptr) return kCudaErrorNotInitialized; \
   return cuda_impl::impl(real, __VA_ARGS__)
 
 RETAIN_EXPORT cudaError_t cudaMalloc(void** dev_ptr, size_t size) {
@@ -52,8 +52,7 @@ RETAIN_EXPORT cudaError_t cudaFreeHost(void* ptr) {
 }
 
 RETAIN_EXPORT cudaError_t cudaMallocManaged(void** dev_ptr, size_t size, unsigned int flags) {
-  RETAIN_CUDART_HOOK(kCudaMallocManaged, CudaMallocManagedFn, MallocManaged, dev_ptr, size,
-                     flags);
+  RETAIN_CUDART_HOOK(kCudaMallocManaged, CudaMallocManagedFn, MallocManaged, dev_ptr, size, flags);
 }
 
 RETAIN_EXPORT cudaError_t cudaMallocAsync(void** dev_ptr, size_t size, cudaStream_t stream) {
@@ -85,8 +84,8 @@ RETAIN_EXPORT CUresult cuMemFreeHost(void* p) {
 }
 
 RETAIN_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-  RETAIN_CUDA_DRIVER_HOOK(kCuMemAllocManaged, CuMemAllocManagedFn, MemAllocManaged, dptr,
-                          bytesize, flags);
+  RETAIN_CUDA_DRIVER_HOOK(kCuMemAllocManaged, CuMemAllocManagedFn, MemAllocManaged, dptr, bytesize,
+                          flags);
 }
 
 RETAIN_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
@@ -125,6 +124,6 @@ RETAIN_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda
 RETAIN_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version,
                                            cuuint64_t flags,
                                            CUdriverProcAddressQueryResult* status) {
-  RETAIN_CUDA_DRIVER_HOOK(kCuGetProcAddressV2, CuGetProcAddressV2Fn, GetProcAddressV2, symbol,
-                          pfn, cuda_version, flags, status);
+  RETAIN_CUDA_DRIVER_HOOK(kCuGetProcAddressV2, CuGetProcAddressV2Fn, GetProcAddressV2, symbol, pfn,
+                          cuda_version, flags, status);
 }

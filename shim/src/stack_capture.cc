@@ -138,8 +138,8 @@ bool LoadUnwinder() {
   void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) return false;
   auto backtrace = reinterpret_cast<BacktraceFn>(ShimDlsym(handle, "unw_backtrace"));
-  auto set_caching =
-      reinterpret_cast<SetCachingPolicyFn>(ShimDlsym(handle, RETAIN_UNW_PREFIX "set_caching_policy"));
+  auto set_caching = reinterpret_cast<SetCachingPolicyFn>(
+      ShimDlsym(handle, RETAIN_UNW_PREFIX "set_caching_policy"));
   void* address_space = ShimDlsym(handle, RETAIN_UNW_PREFIX "local_addr_space");
   if (backtrace == nullptr) return false;
   if (set_caching != nullptr && address_space != nullptr) {
@@ -151,7 +151,8 @@ bool LoadUnwinder() {
 }
 
 void LoadEarlyUnwinder() {
-  auto backtrace = reinterpret_cast<UnwindBacktraceFn>(ShimDlsym(RTLD_DEFAULT, "_Unwind_Backtrace"));
+  auto backtrace =
+      reinterpret_cast<UnwindBacktraceFn>(ShimDlsym(RTLD_DEFAULT, "_Unwind_Backtrace"));
   auto get_ip = reinterpret_cast<UnwindGetIpFn>(ShimDlsym(RTLD_DEFAULT, "_Unwind_GetIP"));
   if (backtrace != nullptr && get_ip != nullptr) {
     g_early_get_ip = get_ip;

@@ -221,7 +221,8 @@ TEST(CudaFakeRuntime, EveryAllocationRecordedOnceWithSizeKindAndStack) {
   for (const tool::Allocation& row : proc::AllocationsOfSize(snapshot, kRuntimeContext)) {
     EXPECT_EQ(row.kind, v1::KIND_GPU_DRIVER_HOST);
   }
-  EXPECT_EQ(LiveBytes(snapshot, v1::KIND_GPU_DRIVER_HOST), 11 * kDriverBookkeeping + kRuntimeContext);
+  EXPECT_EQ(LiveBytes(snapshot, v1::KIND_GPU_DRIVER_HOST),
+            11 * kDriverBookkeeping + kRuntimeContext);
 }
 
 // --- The static-runtime route (dlsym + cuGetProcAddress), on the fake. -----
@@ -234,8 +235,8 @@ TEST(CudaFakeDriverApi, DlsymAndGetProcAddressPointersRecordEveryAllocationOnce)
   EXPECT_EQ(ComparableOutput(shimmed.run.stdout_data), ComparableOutput(plain.run.stdout_data));
   EXPECT_EQ(shimmed.run.stderr_data, plain.run.stderr_data);
   // Function pointer identity survives the wrapping.
-  for (const char* same : {"same alloc=1", "same free=1", "same get_proc_v2=1",
-                           "same dlsym_again=1"}) {
+  for (const char* same :
+       {"same alloc=1", "same free=1", "same get_proc_v2=1", "same dlsym_again=1"}) {
     EXPECT_NE(shimmed.run.stdout_data.find(same), std::string::npos) << same;
   }
 
@@ -279,10 +280,10 @@ TEST(CudaDlsymHook, DlsymBehavesAsWithoutTheShim) {
   EXPECT_EQ(shimmed.run.stderr_data, plain.run.stderr_data);
   // What the program must have seen (so a broken fixture cannot pass).
   const std::string& out = plain.run.stdout_data;
-  for (const char* line : {"linked=A\n", "next_from_a=B\n", "next_from_main=A\n", "default=A\n",
-                           "handle_b=B\n", "pointer_next=A\n", "dlvsym_default=V\n",
-                           "dlerror_again=(null)\n", "cuda cudaMalloc=null error=1\n",
-                           "cuda cuMemAlloc_v2=null error=1\n"}) {
+  for (const char* line :
+       {"linked=A\n", "next_from_a=B\n", "next_from_main=A\n", "default=A\n", "handle_b=B\n",
+        "pointer_next=A\n", "dlvsym_default=V\n", "dlerror_again=(null)\n",
+        "cuda cudaMalloc=null error=1\n", "cuda cuMemAlloc_v2=null error=1\n"}) {
     EXPECT_NE(out.find(line), std::string::npos) << line << " in\n" << out;
   }
   // dlerror names the object that called dlsym: the caller's return
