@@ -5,6 +5,7 @@
 #include <link.h>
 #include <string.h>
 
+#include "shim_dlsym.h"
 #include "thread_state.h"
 
 namespace retain::shim {
@@ -53,7 +54,7 @@ bool IsInShim(const void* address) {
 
 void* FindRuntimeFunction(const char* const* prefixes, const char* name) {
   BusyScope busy;
-  void* fn = dlsym(RTLD_NEXT, name);
+  void* fn = ShimDlsym(RTLD_NEXT, name);
   if (fn != nullptr && !IsInShim(fn)) return fn;
   Matches matches;
   matches.prefixes = prefixes;
@@ -62,7 +63,7 @@ void* FindRuntimeFunction(const char* const* prefixes, const char* name) {
   for (int i = 0; i < matches.count; ++i) {
     void* handle = dlopen(matches.paths[i], RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
     if (handle == nullptr) continue;
-    fn = dlsym(handle, name);
+    fn = ShimDlsym(handle, name);
     dlclose(handle);  // drops the reference RTLD_NOLOAD added; the runtime stays
     if (fn != nullptr && !IsInShim(fn)) return fn;
   }

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "shim_dlsym.h"
 #include "spin_lock.h"
 #include "thread_state.h"
 
@@ -61,7 +62,7 @@ bool ResolveRealFunctions() {
   ++g_thread.resolving;
   RealFunctions real;
 #define RETAIN_RESOLVE(name) \
-  real.name = reinterpret_cast<decltype(&::name)>(dlsym(RTLD_NEXT, #name));
+  real.name = reinterpret_cast<decltype(&::name)>(ShimDlsym(RTLD_NEXT, #name));
   RETAIN_FOR_EACH_HOOK(RETAIN_RESOLVE)
 #undef RETAIN_RESOLVE
   --g_thread.resolving;

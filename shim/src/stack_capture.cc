@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "module_table.h"
+#include "shim_dlsym.h"
 #include "stack_table.h"
 #include "thread_state.h"
 
@@ -136,10 +137,10 @@ bool LoadUnwinder() {
   // global scope. RTLD_NOW: no lazy binding later, inside hooks.
   void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) return false;
-  auto backtrace = reinterpret_cast<BacktraceFn>(dlsym(handle, "unw_backtrace"));
-  auto set_caching =
-      reinterpret_cast<SetCachingPolicyFn>(dlsym(handle, RETAIN_UNW_PREFIX "set_caching_policy"));
-  void* address_space = dlsym(handle, RETAIN_UNW_PREFIX "local_addr_space");
+  auto backtrace = reinterpret_cast<BacktraceFn>(ShimDlsym(handle, "unw_backtrace"));
+  auto set_caching = reinterpret_cast<SetCachingPolicyFn>(
+      ShimDlsym(handle, RETAIN_UNW_PREFIX "set_caching_policy"));
+  void* address_space = ShimDlsym(handle, RETAIN_UNW_PREFIX "local_addr_space");
   if (backtrace == nullptr) return false;
   if (set_caching != nullptr && address_space != nullptr) {
     // Per-thread caches: no lock shared between allocating threads.
@@ -150,8 +151,9 @@ bool LoadUnwinder() {
 }
 
 void LoadEarlyUnwinder() {
-  auto backtrace = reinterpret_cast<UnwindBacktraceFn>(dlsym(RTLD_DEFAULT, "_Unwind_Backtrace"));
-  auto get_ip = reinterpret_cast<UnwindGetIpFn>(dlsym(RTLD_DEFAULT, "_Unwind_GetIP"));
+  auto backtrace =
+      reinterpret_cast<UnwindBacktraceFn>(ShimDlsym(RTLD_DEFAULT, "_Unwind_Backtrace"));
+  auto get_ip = reinterpret_cast<UnwindGetIpFn>(ShimDlsym(RTLD_DEFAULT, "_Unwind_GetIP"));
   if (backtrace != nullptr && get_ip != nullptr) {
     g_early_get_ip = get_ip;
     g_early_backtrace = backtrace;
