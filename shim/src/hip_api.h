@@ -14,6 +14,8 @@
 #ifndef RETAIN_SHIM_SRC_HIP_API_H_
 #define RETAIN_SHIM_SRC_HIP_API_H_
 
+#include <string.h>
+
 #include <cstddef>
 
 namespace retain::shim::hip {
@@ -86,6 +88,15 @@ struct hipExtent {
 #define RETAIN_DECLARE_HIP_FN(name, params) using name##_fn = hipError_t(*) params;
 RETAIN_FOR_EACH_HIP_HOOK(RETAIN_DECLARE_HIP_FN)
 #undef RETAIN_DECLARE_HIP_FN
+
+// Whether `name` is one of the HIP functions the shim exports.
+inline bool IsHipExportName(const char* name) {
+#define RETAIN_HIP_NAME_IS(hook, params) \
+  if (strcmp(name, #hook) == 0) return true;
+  RETAIN_FOR_EACH_HIP_HOOK(RETAIN_HIP_NAME_IS)
+#undef RETAIN_HIP_NAME_IS
+  return false;
+}
 
 }  // namespace retain::shim::hip
 

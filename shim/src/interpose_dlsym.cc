@@ -40,6 +40,7 @@
 
 #include "cuda_hooks.h"
 #include "gpu_runtime_lookup.h"
+#include "hip_api.h"
 #include "shim_dlsym.h"
 
 namespace retain::shim {
@@ -55,8 +56,8 @@ void* WrappedDlsym(void* handle, const char* name) {
   return WrapCudaTarget(CudaEntryForSymbol(name), found);
 }
 
-// dlsym(RTLD_DEFAULT, name of one of the shim's CUDA hooks).
-void* DefaultCudaDlsym(void* handle, const char* name) {
+// dlsym(RTLD_DEFAULT, name of one of the shim's CUDA or HIP hooks).
+void* DefaultGpuDlsym(void* handle, const char* name) {
   DlsymFn real = RealDlsym();
   void* found = real(handle, name);
   if (found == nullptr || !IsInShim(found)) return found;
@@ -76,11 +77,17 @@ using namespace retain::shim;
 extern "C" __attribute__((used)) void* RetainDlsymRoute(void* handle, const char* name) {
   DlsymFn real = RealDlsym();
   if (real == nullptr) return reinterpret_cast<void*>(&DlsymUnavailable);
-  if (name == nullptr || name[0] != 'c' || name[1] != 'u' || handle == RTLD_NEXT) {
-    return reinterpret_cast<void*>(real);
+  if (name == nullptr || handle == RTLD_NEXT) return reinterpret_cast<void*>(real);
+  // A program probing for HIP (llama.cpp's backends do) must get nullptr
+  // when no HIP runtime is loaded, not the shim's hook.
+  if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p') {
+    return handle == RTLD_DEFAULT && hip::IsHipExportName(name)
+               ? reinterpret_cast<void*>(&DefaultGpuDlsym)
+               : reinterpret_cast<void*>(real);
   }
+  if (name[0] != 'c' || name[1] != 'u') return reinterpret_cast<void*>(real);
   if (handle == RTLD_DEFAULT) {
-    return IsCudaExportName(name) ? reinterpret_cast<void*>(&DefaultCudaDlsym)
+    return IsCudaExportName(name) ? reinterpret_cast<void*>(&DefaultGpuDlsym)
                                   : reinterpret_cast<void*>(real);
   }
   return CudaEntryForSymbol(name) >= 0 ? reinterpret_cast<void*>(&WrappedDlsym)

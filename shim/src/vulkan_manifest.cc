@@ -22,6 +22,7 @@
 #include "log.h"
 #include "process_info.h"
 #include "thread_state.h"
+#include "shim_dlsym.h"
 #include "vulkan_dispatch.h"
 
 namespace retain::shim {
@@ -82,7 +83,7 @@ uint64_t HashPath(const char* text) {
 // beside the preloaded one. The public API's symbol tells: another
 // preloaded allocator may define malloc first, nothing else defines it.
 bool ThisCopyIsTheProcessShim() {
-  void* api = dlsym(RTLD_DEFAULT, "retain_snapshot");
+  void* api = ShimDlsym(RTLD_DEFAULT, "retain_snapshot");
   return api != nullptr && IsInShim(api);
 }
 

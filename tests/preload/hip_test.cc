@@ -380,10 +380,12 @@ TEST(HipRtldLocalTest, FoundThroughTheLoadedObjectsAndAFailedLookupIsNotCached) 
   RunResult run = RunFixture("hip_dlopen", {backend}, dir.path());
   ASSERT_EQ(run.exit_code, 0) << Describe(run);
   FixtureOutput out(run.stdout_data);
-  // Under the shim, dlsym(RTLD_DEFAULT, "hipMalloc") finds the hook; with
-  // no runtime loaded it answers as libamdhip64 does when it cannot
-  // initialise, without touching *ptr.
-  EXPECT_EQ(out.Word("probe-found"), "1");
+  // A program probing with dlsym(RTLD_DEFAULT, "hipMalloc") finds nothing,
+  // as without the shim. The hook itself, called with no runtime loaded,
+  // answers as libamdhip64 does when it cannot initialise, without touching
+  // *ptr.
+  EXPECT_EQ(out.Word("probe-found"), "0");
+  EXPECT_EQ(out.Word("hook-found"), "1");
   EXPECT_EQ(out.All("probe").at(0), (std::vector<std::string>{"101", "0x1234"}));
   EXPECT_EQ(out.Word("runtime-global"), "0") << "the runtime must be local to the backend";
   EXPECT_EQ(out.All("late").at(0).at(0), "0") << "the hook must find the runtime loaded later";
