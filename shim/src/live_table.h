@@ -1,11 +1,17 @@
 // live_table: every live allocation the shim recorded, keyed by address.
 //
-// Sharded by a hash of the address; each shard is an open-addressing table
-// (linear probing, backward-shift deletion, no tombstones) under its own
-// SpinLock, so threads allocating at different addresses rarely meet and no
-// lock is global. Slots live in arena pages (MapPages), never the host heap.
-// A shard grows by doubling; when the arena refuses, the insert is dropped
-// and counted (the table degrades, it never fails the host).
+// Sharded by a hash of the address, each shard under its own SpinLock, so
+// threads allocating at different addresses rarely meet and no lock is
+// global. A shard keeps its records densely, 32 bytes each (PackedRecord:
+// the thread and the birth time's high part live in the birth sequence's
+// block, see birth_sequence.h), in 8 KiB chunks with a free list, and finds
+// them through an open-addressing index of 4-byte slots (linear probing,
+// backward-shift deletion, no tombstones) holding the record's number and 8
+// bits of the address's hash, so a probe touches a record only when those
+// bits match. The index grows by half when 3/4 full: about 32 + 4/load
+// (load 1/2..3/4) = 37..40 bytes per live record. Everything lives in arena pages (MapPages), never
+// the host heap. When the arena refuses, the insert is dropped and counted (the table degrades, it
+// never fails the host).
 //
 // Thread-safe. Never allocates from the host heap, never calls out while
 // holding a shard lock, never clobbers errno. Not async-signal-safe.
@@ -22,11 +28,12 @@
 
 namespace retain::shim {
 
+// A record as the recorder builds it and the snapshot writer reads it.
 struct LiveRecord {
-  uintptr_t address;  // 0 marks an empty slot
-  uint64_t size;
+  uintptr_t address;  // never 0
+  uint64_t size;      // up to 2^40 - 1 (larger sizes are kept as that)
   uint64_t birth_sequence;
-  uint64_t birth_time_us;
+  uint64_t birth_time_us;  // to BirthSequence::kTimeUnitUs
   uint32_t stack_id;
   uint32_t thread_id;
   uint32_t tag_id;
@@ -46,10 +53,11 @@ class LiveTable {
 
   // Inserts `record` (address != 0) and counts it as allocated. Its
   // birth_sequence is taken from `births` under the shard lock (see
-  // birth_sequence.h for why that makes snapshots exact). An existing record at the same
-  // address (a free the shim never saw) is replaced and counted as freed.
-  // Returns false when the record was dropped for lack of memory (still
-  // counted as allocated).
+  // birth_sequence.h for why that makes snapshots exact); its thread_id and
+  // birth_time_us are kept through that sequence's block. An existing
+  // record at the same address (a free the shim never saw) is replaced and
+  // counted as freed. Returns false when the record was dropped for lack of
+  // memory (still counted as allocated).
   bool Insert(LiveRecord record, BirthSequence& births);
 
   // Removes the record at `address` and counts it as freed. Returns false
@@ -82,6 +90,9 @@ class LiveTable {
   // Sums the per-kind counters of all shards into counters[kKindCount].
   void SumCounters(KindCounters* counters);
 
+  // Bytes of arena memory the table holds now (records, free slots, index).
+  size_t MemoryBytes();
+
   // Records replaced by an allocation at the same address: a free the shim
   // did not see (glibc freeing internally, or a free from a signal handler
   // interrupting the shim).
@@ -91,25 +102,51 @@ class LiveTable {
   uint64_t dropped() const { return __atomic_load_n(&dropped_, __ATOMIC_RELAXED); }
   uint64_t dropped_bytes() const { return __atomic_load_n(&dropped_bytes_, __ATOMIC_RELAXED); }
 
-
  private:
+  // 32 bytes. A free record has address 0 and the next free record's
+  // number + 1 in size_word.
+  struct PackedRecord {
+    uint64_t address;
+    uint64_t size_word;      // size:40 | flags:16 | kind:6 | attribution:2
+    uint64_t sequence_word;  // birth_sequence:48 | time offset in its block:16
+    uint32_t stack_id;
+    uint32_t tag_id;
+  };
+  static constexpr int kChunkBits = 8;               // records per chunk: 256 (8 KiB)
+  static constexpr uint32_t kMaxRecords = 1u << 24;  // per shard (index slots keep 24 bits)
+
   struct alignas(64) Shard {
     SpinLock lock;
-    uint32_t capacity;  // power of two, 0 before the first insert
-    uint32_t count;
-    LiveRecord* slots;
+    uint32_t count;           // live records
+    uint32_t index_capacity;  // 0 before the first insert
+    uint32_t* index;          // 0 = empty, else (record number + 1) | hash bits << 24
+    uint32_t used;            // records ever handed out (live or on the free list)
+    uint32_t free_head;       // first free record's number + 1; 0 = none
+    uint32_t chunk_capacity;  // entries of `chunks`
+    PackedRecord** chunks;
     KindCounters counters[kKindCount];
   };
 
   static uint64_t Hash(uintptr_t address);
   Shard& ShardFor(uint64_t hash) { return shards_[hash >> (64 - kShardBits)]; }
-  static bool Grow(Shard& shard);
-  static LiveRecord* Find(Shard& shard, uint64_t hash, uintptr_t address);
-  static void EraseSlot(Shard& shard, LiveRecord* slot);
-  static void PlaceNew(Shard& shard, uint64_t hash, const LiveRecord& record);
+  static PackedRecord& RecordAt(const Shard& shard, uint32_t number) {
+    return shard.chunks[number >> kChunkBits][number & ((1u << kChunkBits) - 1)];
+  }
+  // Index slot holding `address`, or nullptr.
+  static uint32_t* Find(const Shard& shard, uint64_t hash, uintptr_t address);
+  static bool GrowIndex(Shard& shard);
+  static bool NewRecord(Shard& shard, uint32_t* number);
+  static void EraseSlot(Shard& shard, uint32_t* slot);
+  // Adds a record, making room first; false when the arena refuses.
+  static bool Place(Shard& shard, uint64_t hash, const PackedRecord& packed);
+  static void Unpack(const PackedRecord& packed, LiveRecord* out);
+  static PackedRecord Pack(const LiveRecord& record, uint16_t time_offset);
+  // The time offset `record` has within its sequence's block.
+  uint16_t TimeOffset(const LiveRecord& record) const;
 
   Shard shards_[kShardCount];
-  uint64_t dropped_;  // atomic builtins, see SpinLock::locked_
+  BirthSequence* births_;  // the sequence records were numbered by
+  uint64_t dropped_;       // atomic builtins, see SpinLock::locked_
   uint64_t dropped_bytes_;
   uint64_t missed_frees_;
 };

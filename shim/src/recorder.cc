@@ -106,7 +106,8 @@ void RecordMapping(void* address, size_t length, int prot, int flags, int fd, ui
   record.tag_id = AttributeAllocation(record.end - record.start, &rule);
   record.attribution = static_cast<uint8_t>(rule);
   // Under the mappings lock, like the heap's under its shard lock.
-  record.birth_sequence = g_births.Take();
+  uint16_t unused_offset;  // the mapping keeps its own thread and time
+  record.birth_sequence = g_births.Take(record.thread_id, record.birth_time_us, &unused_offset);
   ProgramMappings().Insert(record);
 }
 

@@ -466,6 +466,10 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   health.UintField(11, g_previous_write_us);
   health.UintField(12, dropped_bytes);
   health.UintField(13, capture.missed_frees);
+  uint64_t live_table_bytes = 0;
+  for (int i = 0; i < kLiveTableCount; ++i) live_table_bytes += LiveTableAt(i).MemoryBytes();
+  health.UintField(14, live_table_bytes);
+  health.UintField(15, StackTableBytes());
   out.MessageField(8, health);
 }
 

@@ -20,6 +20,7 @@ std::atomic<std::atomic<StackEntry*>*> g_buckets;
 SpinLock g_bucket_setup_lock;
 SpinLock g_locks[kLockCount];
 std::atomic<uint32_t> g_next_id{1};
+std::atomic<uint64_t> g_table_bytes;
 std::atomic<std::atomic<StackEntry*>*> g_directory[kDirectorySize];
 
 uint64_t HashFrames(const uintptr_t* frames, int depth, bool truncated) {
@@ -57,6 +58,10 @@ std::atomic<StackEntry*>* Buckets() {
     // Untouched pages cost no memory: the array fills in as stacks arrive.
     buckets = static_cast<std::atomic<StackEntry*>*>(
         MapPages(sizeof(std::atomic<StackEntry*>) * kBucketCount));
+    if (buckets != nullptr) {
+      g_table_bytes.fetch_add(sizeof(std::atomic<StackEntry*>) * kBucketCount,
+                              std::memory_order_relaxed);
+    }
     g_buckets.store(buckets, std::memory_order_release);
   }
   return buckets;
@@ -88,6 +93,9 @@ bool PublishId(StackEntry* entry) {
     if (!g_directory[page_index].compare_exchange_strong(expected, page)) {
       UnmapPages(page, sizeof(std::atomic<StackEntry*>) * kPageEntries);
       page = expected;
+    } else {
+      g_table_bytes.fetch_add(sizeof(std::atomic<StackEntry*>) * kPageEntries,
+                              std::memory_order_relaxed);
     }
   }
   page[entry->id % kPageEntries].store(entry, std::memory_order_release);
@@ -108,9 +116,10 @@ uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
   SpinLockHolder hold(g_locks[hash % kLockCount]);
   StackEntry* head = bucket.load(std::memory_order_acquire);
   if (StackEntry* found = FindInChain(head, hash, frames, depth, truncated)) return found->id;
-  auto* entry =
-      static_cast<StackEntry*>(ArenaAllocate(sizeof(StackEntry) + sizeof(uintptr_t) * depth));
+  const size_t entry_bytes = sizeof(StackEntry) + sizeof(uintptr_t) * depth;
+  auto* entry = static_cast<StackEntry*>(ArenaAllocate(entry_bytes));
   if (entry == nullptr) return 0;
+  g_table_bytes.fetch_add(entry_bytes, std::memory_order_relaxed);
   entry->hash = hash;
   entry->depth = static_cast<uint16_t>(depth);
   entry->truncated = truncated ? 1 : 0;
@@ -128,6 +137,8 @@ const StackEntry* FindStackById(uint32_t id) {
   if (page == nullptr) return nullptr;
   return page[id % kPageEntries].load(std::memory_order_acquire);
 }
+
+uint64_t StackTableBytes() { return g_table_bytes.load(std::memory_order_relaxed); }
 
 uint32_t StackCount() { return g_next_id.load(std::memory_order_relaxed) - 1; }
 

@@ -34,6 +34,9 @@ uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated);
 const StackEntry* FindStackById(uint32_t id);
 uint32_t StackCount();
 
+// Arena bytes the table holds: entries, hash buckets, id directory pages.
+uint64_t StackTableBytes();
+
 // fork(): see arena.h.
 void StackTableLockForFork();
 void StackTableUnlockForFork();

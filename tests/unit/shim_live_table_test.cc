@@ -205,3 +205,87 @@ TEST(LiveTableTest, RecordsAfterASnapshotAreNumberedAfterIt) {
 
 }  // namespace
 }  // namespace retain::shim
+
+namespace retain::shim {
+namespace {
+
+// The budget the overhead issue sets: at most 40 bytes of shim memory per
+// live allocation (records, their index, free slots), at a million.
+TEST(LiveTableTest, AMillionRecordsCostAtMostFortyBytesEach) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  constexpr uintptr_t kCount = 1000000;
+  for (uintptr_t i = 1; i <= kCount; ++i) {
+    ASSERT_TRUE(table.Insert(MakeRecord(0x10000000 + i * 32, 24), sequence));
+  }
+  ASSERT_EQ(table.Count(), kCount);
+  const double per_record = static_cast<double>(table.MemoryBytes()) / kCount;
+  EXPECT_LE(per_record, 40.0);
+  EXPECT_GE(per_record, 32.0);  // the packed record itself
+  // Freed records' slots are reused, not added to.
+  const size_t before = table.MemoryBytes();
+  for (uintptr_t i = 1; i <= kCount / 2; ++i) ASSERT_TRUE(table.Remove(0x10000000 + i * 32));
+  for (uintptr_t i = 1; i <= kCount / 2; ++i) {
+    ASSERT_TRUE(table.Insert(MakeRecord(0x90000000 + i * 32, 24), sequence));
+  }
+  EXPECT_EQ(table.MemoryBytes(), before);
+}
+
+// Thread and birth time are kept through the birth sequence's block, to its
+// time unit, and survive Take/Restore (realloc that fails).
+TEST(LiveTableTest, ThreadAndTimeComeBackThroughTheBlock) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  LiveRecord record = MakeRecord(0x4000, 64);
+  record.thread_id = 4242;
+  record.birth_time_us = 123456789;
+  record.flags = 0x0203;
+  record.kind = Kind::kVulkanDevice;
+  record.attribution = 3;
+  record.tag_id = 77;
+  ASSERT_TRUE(table.Insert(record, sequence));
+  LiveRecord later = MakeRecord(0x5000, 8);
+  later.thread_id = 4242;
+  later.birth_time_us = 123456789 + 10 * 1000 * 1000;  // 10 s later, same block
+  ASSERT_TRUE(table.Insert(later, sequence));
+  const uint64_t unit = BirthSequence::kTimeUnitUs;
+  for (const LiveRecord& r : CopyAll(table)) {
+    EXPECT_EQ(r.thread_id, 4242u);
+    const uint64_t want = r.address == 0x4000 ? record.birth_time_us : later.birth_time_us;
+    EXPECT_LE(r.birth_time_us, want);
+    EXPECT_GT(r.birth_time_us + unit, want);
+  }
+  LiveRecord taken;
+  ASSERT_TRUE(table.Take(0x4000, &taken));
+  EXPECT_EQ(taken.thread_id, 4242u);
+  EXPECT_EQ(taken.flags, 0x0203);
+  EXPECT_EQ(taken.kind, Kind::kVulkanDevice);
+  EXPECT_EQ(taken.attribution, 3);
+  EXPECT_EQ(taken.tag_id, 77u);
+  EXPECT_EQ(taken.size, 64u);
+  table.Restore(taken);
+  bool found = false;
+  for (const LiveRecord& r : CopyAll(table)) {
+    if (r.address != 0x4000) continue;
+    found = true;
+    EXPECT_EQ(r.birth_sequence, taken.birth_sequence);
+    EXPECT_EQ(r.birth_time_us, taken.birth_time_us);
+    EXPECT_EQ(r.thread_id, 4242u);
+  }
+  EXPECT_TRUE(found);
+  // A record from another thread, or past the block's time window, starts
+  // a new block with its own thread and time.
+  LiveRecord other = MakeRecord(0x6000, 8);
+  other.thread_id = 99;
+  other.birth_time_us = 200000000000;  // hours later
+  ASSERT_TRUE(table.Insert(other, sequence));
+  for (const LiveRecord& r : CopyAll(table)) {
+    if (r.address != 0x6000) continue;
+    EXPECT_EQ(r.thread_id, 99u);
+    EXPECT_LE(r.birth_time_us, other.birth_time_us);
+    EXPECT_GT(r.birth_time_us + unit, other.birth_time_us);
+  }
+}
+
+}  // namespace
+}  // namespace retain::shim

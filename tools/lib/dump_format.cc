@@ -311,7 +311,21 @@ std::string FormatDumpText(const v1::Snapshot& snapshot, const DumpOptions& opti
   absl::StrAppendFormat(&out, "  reentries skipped %u\n", health.reentries_skipped());
   absl::StrAppendFormat(&out, "  unknown frees     %u\n", health.unknown_frees());
   absl::StrAppendFormat(&out, "  bootstrap bytes   %u\n", health.bootstrap_bytes());
-  absl::StrAppendFormat(&out, "  stacks interned   %u\n", health.stacks_interned());
+  absl::StrAppendFormat(&out, "  stacks interned   %u (%s)\n", health.stacks_interned(),
+                        HumanBytes(health.stack_table_bytes()));
+  uint64_t live_records = 0;
+  for (const v1::KindTotals& t : snapshot.totals()) {
+    if (t.kind() == v1::KIND_HEAP || t.kind() == v1::KIND_GPU_DRIVER_HOST ||
+        t.kind() >= v1::KIND_HIP_DEVICE) {
+      live_records += t.live_count();
+    }
+  }
+  absl::StrAppendFormat(&out, "  live table        %s", HumanBytes(health.live_table_bytes()));
+  if (live_records > 0) {
+    absl::StrAppendFormat(&out, " (%.1f bytes per live record)",
+                          static_cast<double>(health.live_table_bytes()) / live_records);
+  }
+  absl::StrAppend(&out, "\n");
   absl::StrAppendFormat(&out, "  previous write    %u us\n", health.previous_write_us());
 
   if (options.top > 0) {
@@ -404,6 +418,8 @@ std::string FormatDumpJson(const v1::Snapshot& snapshot, const DumpOptions& opti
   });
   const std::string health_json = Object({
       {"arena_bytes", Num(health.arena_bytes())},
+      {"live_table_bytes", Num(health.live_table_bytes())},
+      {"stack_table_bytes", Num(health.stack_table_bytes())},
       {"arena_cap_bytes", Num(health.arena_cap_bytes())},
       {"degraded", Bool(health.degraded())},
       {"dropped_records", Num(health.dropped_records())},
