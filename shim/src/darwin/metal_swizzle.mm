@@ -111,19 +111,19 @@ constexpr int kHeapSlots = 4;
 constexpr int kReleaseSlots = 8;
 
 struct DeviceSlot {
-  std::atomic<Class> owner;
+  std::atomic<uintptr_t> owner;  // the Class, as an integer (see ClassKey)
   std::atomic<NewBufferWithLengthFn> new_buffer_with_length;
   std::atomic<NewBufferWithBytesFn> new_buffer_with_bytes;
   std::atomic<NewBufferNoCopyFn> new_buffer_no_copy;
   std::atomic<NewHeapFn> new_heap;
 };
 struct HeapSlot {
-  std::atomic<Class> owner;
+  std::atomic<uintptr_t> owner;  // the Class, as an integer (see ClassKey)
   std::atomic<HeapNewBufferFn> new_buffer;
   std::atomic<HeapNewBufferAtOffsetFn> new_buffer_at_offset;
 };
 struct ReleaseSlot {
-  std::atomic<Class> owner;
+  std::atomic<uintptr_t> owner;  // the Class, as an integer (see ClassKey)
   std::atomic<DeallocFn> dealloc;
 };
 
@@ -135,6 +135,10 @@ constinit HeapSlot g_heap_slots[kHeapSlots];
 constinit ReleaseSlot g_release_slots[kReleaseSlots];
 constinit os_unfair_lock g_swizzle_lock{};  // zero: OS_UNFAIR_LOCK_INIT
 std::atomic<bool> g_warned_out_of_slots;
+
+// Slots hold their class as an integer: clang treats `Class` as an
+// Objective-C object type, which std::atomic does not take.
+inline uintptr_t ClassKey(Class cls) { return reinterpret_cast<uintptr_t>((void*)cls); }
 
 __attribute__((noinline, cold)) void WarnOutOfSlots(Class cls) {
   if (!g_warned_out_of_slots.exchange(true, std::memory_order_relaxed)) {
@@ -164,18 +168,19 @@ bool Install(Class cls, SEL selector, IMP replacement, std::atomic<Fn>& original
 // `install(slot_index)` the first time. -1 when the slots are full.
 template <typename Slot, int kCount, typename InstallFn>
 int SlotFor(Slot (&slots)[kCount], Class cls, InstallFn install) {
+  const uintptr_t key = ClassKey(cls);
   for (int i = 0; i < kCount; ++i) {  // fast path, no lock
-    if (slots[i].owner.load(std::memory_order_acquire) == cls) return i;
+    if (slots[i].owner.load(std::memory_order_acquire) == key) return i;
   }
   os_unfair_lock_lock(&g_swizzle_lock);
   int found = -1;
   for (int i = 0; i < kCount && found < 0; ++i) {
-    Class owner = slots[i].owner.load(std::memory_order_relaxed);
-    if (owner == cls) {
+    uintptr_t owner = slots[i].owner.load(std::memory_order_relaxed);
+    if (owner == key) {
       found = i;
-    } else if (owner == nil) {
+    } else if (owner == 0) {
       install(i);  // originals published before each replacement goes in
-      slots[i].owner.store(cls, std::memory_order_release);
+      slots[i].owner.store(key, std::memory_order_release);
       found = i;
     }
   }
