@@ -49,6 +49,10 @@ bool TakeGpuRecord(GpuApi api, uintptr_t handle, LiveRecord* out) {
 void CompleteGpuFree(GpuApi api, const LiveRecord& record) { GpuTable(api).CountFreed(record); }
 void RestoreGpuRecord(GpuApi api, const LiveRecord& record) { GpuTable(api).Restore(record); }
 
+bool RemoveGpuRecordIfAny(GpuApi api, uintptr_t handle) {
+  return handle != 0 && GpuTable(api).Remove(handle);
+}
+
 uint64_t UnknownGpuFrees() { return g_unknown_gpu_frees.load(std::memory_order_relaxed); }
 
 }  // namespace retain::shim

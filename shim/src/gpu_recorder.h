@@ -1,4 +1,4 @@
-// gpu_recorder: GPU allocations (HIP, CUDA, Vulkan) in the same live set as
+// gpu_recorder: GPU allocations (HIP, CUDA, Vulkan, Metal) in the same live set as
 // the host's, each with its stack, request tag, birth sequence and kind.
 //
 // Every GPU hook has one shape:
@@ -30,8 +30,10 @@
 
 namespace retain::shim {
 
-enum class GpuApi : uint8_t { kHip = 0, kCuda = 1, kVulkan = 2 };
-inline constexpr int kGpuApiCount = 3;
+// kMetal is recorded only by the Darwin build (darwin/metal_swizzle.mm); on
+// Linux its table exists and stays empty.
+enum class GpuApi : uint8_t { kHip = 0, kCuda = 1, kVulkan = 2, kMetal = 3 };
+inline constexpr int kGpuApiCount = 4;
 
 // The live records of one API.
 LiveTable& GpuTable(GpuApi api);
@@ -64,6 +66,13 @@ bool TakeGpuRecord(GpuApi api, uintptr_t handle, LiveRecord* out);
 // failed (put the record back).
 void CompleteGpuFree(GpuApi api, const LiveRecord& record);
 void RestoreGpuRecord(GpuApi api, const LiveRecord& record);
+
+// Removes the record of `handle` if there is one and counts it freed;
+// returns false, counting nothing, when there is none. For releases that
+// cannot fail and cannot tell whether the object was ever recorded: Metal's
+// swizzled dealloc sees heap-backed buffers too (never recorded: the heap
+// was), and runs once per swizzled class in a hierarchy.
+bool RemoveGpuRecordIfAny(GpuApi api, uintptr_t handle);
 
 // Releases the shim never saw allocated.
 uint64_t UnknownGpuFrees();

@@ -14,7 +14,9 @@
 #define RETAIN_SHIM_SRC_HOOK_TABLE_H_
 
 #include <dlfcn.h>
+#if !defined(__APPLE__)
 #include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -23,6 +25,12 @@
 
 #include <atomic>
 
+#if defined(__APPLE__)
+// Darwin interposes with dyld tuples, not by symbol preemption, and calls the
+// originals directly (darwin/interpose_darwin.cc); its list only names what
+// the shared code reaches through g_real.
+#include "darwin/hook_list_darwin.h"
+#else
 #define RETAIN_FOR_EACH_HOOK(X) \
   X(malloc)                     \
   X(free)                       \
@@ -52,6 +60,7 @@
   X(sendmsg)                    \
   X(writev)                     \
   X(close)
+#endif  // __APPLE__
 
 namespace retain::shim {
 

@@ -63,6 +63,26 @@ TEST(GpuRecorderTest, RecordsInTheApisOwnTableWithKindAndFlags) {
   CompleteGpuFree(GpuApi::kHip, taken);
 }
 
+// The Darwin build's Metal hooks (shim/src/darwin/metal_swizzle.mm) record
+// in their own table and release from a swizzled dealloc, which also runs
+// for objects never recorded: that must count nothing.
+TEST(GpuRecorderTest, MetalTableAndReleaseOfWhatMayNotBeRecorded) {
+  const uint64_t unknown_before = UnknownGpuFrees();
+  EXPECT_FALSE(RemoveGpuRecordIfAny(GpuApi::kMetal, 0x2000));
+  EXPECT_EQ(UnknownGpuFrees(), unknown_before);
+
+  RecordGpuAlloc(GpuApi::kMetal, 0x2000, 1 << 20, Kind::kMetal, 0x0020);
+  ASSERT_EQ(CopyAll(GpuTable(GpuApi::kMetal)).size(), 1u);
+  EXPECT_TRUE(CopyAll(GpuTable(GpuApi::kVulkan)).empty());
+  EXPECT_TRUE(RemoveGpuRecordIfAny(GpuApi::kMetal, 0x2000));
+  EXPECT_FALSE(RemoveGpuRecordIfAny(GpuApi::kMetal, 0x2000));  // dealloc seen twice
+  KindCounters counters = CountersOf(GpuTable(GpuApi::kMetal), Kind::kMetal);
+  EXPECT_EQ(counters.live_bytes, 0u);
+  EXPECT_EQ(counters.allocated_bytes, uint64_t{1} << 20);
+  EXPECT_EQ(counters.freed_bytes, uint64_t{1} << 20);
+  EXPECT_EQ(UnknownGpuFrees(), unknown_before);
+}
+
 TEST(GpuRecorderTest, OnlyTheOutermostCallRecords) {
   ASSERT_EQ(g_thread.gpu_depth, 0u);
   {
