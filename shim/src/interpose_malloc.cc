@@ -75,6 +75,11 @@ RETAIN_EXPORT void* malloc(size_t size) noexcept {
 RETAIN_EXPORT void free(void* pointer) noexcept {
   if (pointer == nullptr || RETAIN_UNLIKELY(IsBootstrapMemory(pointer))) return;
   if (!HookReady()) return;  // cannot happen: only bootstrap memory exists then
+  // Sampling: most blocks were never recorded, and the filter says so
+  // without a lock or a lookup.
+  if (g_sample_interval != 0 && !SampledMayContain(reinterpret_cast<uintptr_t>(pointer))) {
+    return g_real.free(pointer);
+  }
   if (PassThrough()) return g_real.free(pointer);
   HookScope scope;
   RecordHeapFree(pointer);

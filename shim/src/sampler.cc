@@ -11,20 +11,11 @@
 namespace retain::shim {
 namespace {
 
-// 2^18 one-byte counters (256 KiB, small enough to stay in cache): a
-// counter saturates at 255 and then stays (a false "may contain" costs a
-// table lookup, never a wrong answer).
-constexpr int kFilterBits = 18;
-constexpr size_t kFilterSize = size_t{1} << kFilterBits;
-uint8_t* g_filter;
+constexpr size_t kFilterSize = size_t{1} << kSampledFilterBits;
 
 uint64_t g_seed;
 bool g_seed_fixed;
 std::atomic<uint64_t> g_thread_ordinal;
-
-size_t FilterIndex(uintptr_t address) {
-  return static_cast<size_t>(((address >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - kFilterBits));
-}
 
 uint64_t Mix(uint64_t x) {
   x ^= x >> 33;
@@ -57,6 +48,7 @@ void StartThread() {
 }  // namespace
 
 uint64_t g_sample_interval;
+uint8_t* g_sampled_filter;
 
 double NaturalLog(double x) {
   // x = m * 2^e with m in [1, 2); ln m = 2 atanh((m - 1) / (m + 1)).
@@ -95,8 +87,8 @@ bool ConfigureSampler(uint64_t interval, uint64_t seed) {
   g_seed_fixed = seed != 0;
   g_sample_interval = 0;
   if (interval == 0) return true;
-  if (g_filter == nullptr) g_filter = static_cast<uint8_t*>(MapPages(kFilterSize));
-  if (g_filter == nullptr) return false;
+  if (g_sampled_filter == nullptr) g_sampled_filter = static_cast<uint8_t*>(MapPages(kFilterSize));
+  if (g_sampled_filter == nullptr) return false;
   g_sample_interval = interval;
   return true;
 }
@@ -119,7 +111,7 @@ bool SampleSlow(size_t size) {
 }
 
 void SampledInsert(uintptr_t address) {
-  uint8_t* counter = &g_filter[FilterIndex(address)];
+  uint8_t* counter = &g_sampled_filter[SampledFilterIndex(address)];
   uint8_t value = __atomic_load_n(counter, __ATOMIC_RELAXED);
   while (value != 255 &&
          !__atomic_compare_exchange_n(counter, &value, static_cast<uint8_t>(value + 1), true,
@@ -128,7 +120,7 @@ void SampledInsert(uintptr_t address) {
 }
 
 void SampledErase(uintptr_t address) {
-  uint8_t* counter = &g_filter[FilterIndex(address)];
+  uint8_t* counter = &g_sampled_filter[SampledFilterIndex(address)];
   uint8_t value = __atomic_load_n(counter, __ATOMIC_RELAXED);
   while (value != 255 && value != 0 &&
          !__atomic_compare_exchange_n(counter, &value, static_cast<uint8_t>(value - 1), true,
@@ -136,8 +128,5 @@ void SampledErase(uintptr_t address) {
   }
 }
 
-bool SampledMayContain(uintptr_t address) {
-  return __atomic_load_n(&g_filter[FilterIndex(address)], __ATOMIC_RELAXED) != 0;
-}
 
 }  // namespace retain::shim
