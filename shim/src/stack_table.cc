@@ -20,6 +20,10 @@ std::atomic<std::atomic<StackEntry*>*> g_buckets;
 SpinLock g_bucket_setup_lock;
 SpinLock g_locks[kLockCount];
 std::atomic<uint32_t> g_next_id{1};
+// The hash -> id cache (stack_table.h): a word per slot, 0 = empty.
+constexpr int kCacheBits = 18;
+std::atomic<std::atomic<uint64_t>*> g_cache;
+constexpr uint64_t kCacheIdBits = 24;
 std::atomic<uint64_t> g_table_bytes;
 std::atomic<std::atomic<StackEntry*>*> g_directory[kDirectorySize];
 
@@ -102,12 +106,48 @@ bool PublishId(StackEntry* entry) {
   return true;
 }
 
+std::atomic<uint64_t>* Cache() {
+  std::atomic<uint64_t>* cache = g_cache.load(std::memory_order_acquire);
+  if (cache != nullptr) return cache;
+  SpinLockHolder hold(g_bucket_setup_lock);
+  cache = g_cache.load(std::memory_order_acquire);
+  if (cache == nullptr) {
+    cache =
+        static_cast<std::atomic<uint64_t>*>(MapPages(sizeof(std::atomic<uint64_t>) << kCacheBits));
+    g_cache.store(cache, std::memory_order_release);
+  }
+  return cache;
+}
+
+uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
+
 }  // namespace
 
 uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
+  const uint64_t hash = HashFrames(frames, depth, truncated);
+  std::atomic<uint64_t>* cache = Cache();
+  std::atomic<uint64_t>* slot = cache != nullptr ? &cache[hash >> (64 - kCacheBits)] : nullptr;
+  // The slot's word: the hash's low 40 bits (its top bits chose the slot)
+  // over the id.
+  const uint64_t tag = hash << kCacheIdBits;
+  if (slot != nullptr) {
+    const uint64_t word = slot->load(std::memory_order_relaxed);
+    if (word != 0 && (word & ~((uint64_t{1} << kCacheIdBits) - 1)) == tag) {
+      return static_cast<uint32_t>(word & ((uint64_t{1} << kCacheIdBits) - 1));
+    }
+  }
+  const uint32_t id = InternShared(frames, depth, truncated, hash);
+  if (slot != nullptr && id != 0 && id < (1u << kCacheIdBits)) {
+    slot->store(tag | id, std::memory_order_relaxed);
+  }
+  return id;
+}
+
+namespace {
+
+uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
   std::atomic<StackEntry*>* buckets = Buckets();
   if (buckets == nullptr) return 0;
-  uint64_t hash = HashFrames(frames, depth, truncated);
   std::atomic<StackEntry*>& bucket = buckets[hash >> (64 - kBucketBits)];
   if (StackEntry* found =
           FindInChain(bucket.load(std::memory_order_acquire), hash, frames, depth, truncated)) {
@@ -130,6 +170,8 @@ uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
   bucket.store(entry, std::memory_order_release);
   return entry->id;
 }
+
+}  // namespace
 
 const StackEntry* FindStackById(uint32_t id) {
   if (id == 0 || id / kPageEntries >= kDirectorySize) return nullptr;
