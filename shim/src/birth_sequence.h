@@ -78,7 +78,7 @@ class BirthSequence {
     uint32_t thread_id;
     uint32_t base_units;  // kTimeUnitUs units since the shim started
   };
-  static constexpr int kPageBits = 16;  // BlockInfo per directory page (512 KiB)
+  static constexpr int kPageBits = 13;  // BlockInfo per directory page (64 KiB)
   static constexpr uint64_t kPageEntries = uint64_t{1} << kPageBits;
   static constexpr uint64_t kDirectorySize = (uint64_t{1} << (48 - kBlockBits)) / kPageEntries;
 

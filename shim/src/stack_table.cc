@@ -21,7 +21,7 @@ SpinLock g_bucket_setup_lock;
 SpinLock g_locks[kLockCount];
 std::atomic<uint32_t> g_next_id{1};
 // The hash -> id cache (stack_table.h): a word per slot, 0 = empty.
-constexpr int kCacheBits = 18;
+constexpr int kCacheBits = 16;
 std::atomic<std::atomic<uint64_t>*> g_cache;
 constexpr uint64_t kCacheIdBits = 24;
 std::atomic<uint64_t> g_table_bytes;

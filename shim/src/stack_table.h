@@ -7,13 +7,14 @@
 // dense from 1, so the snapshot writer can address them through a two-level
 // directory. Entries live in the arena and are never freed.
 //
-// In front of it, a lock-free cache of 2^18 words maps a stack's hash to its
-// id in one load: 24 bits of id and the 40 hash bits the slot's index does
-// not already fix. A hit costs one memory access and no frame comparison;
-// that trusts 58 bits of a 64-bit hash, a deliberate trade: two different
-// stacks are confused with probability about 2^-58 per pair (one in a
-// million over the life of a process with a million distinct stacks). A
-// miss takes the exact path (chains, full comparison) and fills the slot.
+// In front of it, a lock-free cache of 2^16 words (512 KiB) maps a stack's
+// hash to its id in one load: 24 bits of id and 40 more bits of the hash
+// than the slot's index fixes. A hit costs one memory access and no frame
+// comparison; that trusts 56 bits of a 64-bit hash, a deliberate trade: two
+// different stacks are confused with probability about 2^-56 per pair (for
+// a process with a million distinct stacks, about one chance in 150,000
+// over its life). A miss takes the exact path (chains, full comparison)
+// and fills the slot.
 //
 // Thread-safe. Never allocates from the host heap. Not async-signal-safe.
 #ifndef RETAIN_SHIM_SRC_STACK_TABLE_H_
