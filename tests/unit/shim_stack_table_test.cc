@@ -56,3 +56,44 @@ TEST(StackTableTest, ThreadsInterningTheSameStacksAgree) {
 
 }  // namespace
 }  // namespace retain::shim
+
+namespace retain::shim {
+namespace {
+
+// More distinct stacks than the hash -> id cache has slots: slots are
+// shared and overwritten, and every stack still gets its own id, the same
+// every time, whose entry holds exactly its frames.
+TEST(StackTableTest, ManyStacksThroughTheCacheKeepTheirIds) {
+  constexpr int kStacks = 200000;
+  std::vector<uint32_t> ids(kStacks);
+  auto frames_of = [](int i, uintptr_t* frames) {
+    for (int f = 0; f < 12; ++f) frames[f] = 0x400000 + uintptr_t(i) * 64 + uintptr_t(f) * 8;
+  };
+  std::set<uint32_t> distinct;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kStacks; ++i) {
+      uintptr_t frames[12];
+      frames_of(i, frames);
+      const uint32_t id = InternStack(frames, 12, false);
+      ASSERT_NE(id, 0u);
+      if (round == 0) {
+        ids[i] = id;
+        distinct.insert(id);
+      } else {
+        ASSERT_EQ(id, ids[i]) << i;
+      }
+    }
+  }
+  EXPECT_EQ(distinct.size(), size_t{kStacks});
+  for (int i = 0; i < kStacks; i += 997) {
+    uintptr_t frames[12];
+    frames_of(i, frames);
+    const StackEntry* entry = FindStackById(ids[i]);
+    ASSERT_NE(entry, nullptr);
+    ASSERT_EQ(entry->depth, 12);
+    for (int f = 0; f < 12; ++f) EXPECT_EQ(entry->frames[f], frames[f]);
+  }
+}
+
+}  // namespace
+}  // namespace retain::shim
