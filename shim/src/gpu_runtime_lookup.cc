@@ -52,6 +52,18 @@ bool IsInShim(const void* address) {
   return self.dli_fbase == other.dli_fbase;
 }
 
+bool ThisCopyIsTheProcessShim() {
+  // The public API's symbol tells (another preloaded allocator may define
+  // malloc first; nothing else defines retain_snapshot), looked up in the
+  // global scope: the main program's handle, not RTLD_DEFAULT, which from
+  // code in a library opened RTLD_LOCAL also searches that library itself.
+  void* program = dlopen(nullptr, RTLD_NOW);
+  if (program == nullptr) return false;
+  void* api = ShimDlsym(program, "retain_snapshot");
+  dlclose(program);
+  return api != nullptr && IsInShim(api);
+}
+
 void* FindRuntimeFunction(const char* const* prefixes, const char* name) {
   BusyScope busy;
   void* fn = ShimDlsym(RTLD_NEXT, name);

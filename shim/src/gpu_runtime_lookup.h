@@ -37,6 +37,14 @@ Fn ResolveRuntimeFunction(std::atomic<Fn>& slot, const char* const* prefixes, co
 // shim's own hook must not be used as the real function).
 bool IsInShim(const void* address);
 
+// True when this copy of the shim is the process's: the one in the global
+// scope (preloaded, or linked), whose hooks and API the program reaches —
+// not a copy dlopen()ed RTLD_LOCAL (by the Vulkan loader, as a layer, in a
+// process that inherited the layer variables but not LD_PRELOAD), nor
+// another build loaded beside the preloaded one. Such a copy stays inert:
+// its constructor starts nothing and it writes no snapshot.
+bool ThisCopyIsTheProcessShim();
+
 }  // namespace retain::shim
 
 #endif  // RETAIN_SHIM_SRC_GPU_RUNTIME_LOOKUP_H_

@@ -1,17 +1,20 @@
 // shim_init: the shim's start (InitializeShim, the constructor), its end
 // (the exit snapshot) and its fork handlers.
+#include <dlfcn.h>
 #include <pthread.h>
 
 #include "arena.h"
 #include "config.h"
-#include "gpu_recorder.h"
-#include "sampler.h"
 #include "control_server.h"
+#include "gpu_recorder.h"
+#include "gpu_runtime_lookup.h"
 #include "hook_table.h"
 #include "log.h"
 #include "module_table.h"
 #include "process_info.h"
 #include "recorder.h"
+#include "sampler.h"
+#include "shim_dlsym.h"
 #include "shim_state.h"
 #include "snapshot_triggers.h"
 #include "snapshot_writer.h"
@@ -70,8 +73,14 @@ void ForkChild() {
   --g_thread.busy;
 }
 
+bool g_inert;  // see ThisCopyIsTheProcessShim
+
 __attribute__((constructor)) void ShimConstructor() {
   BusyScope busy;  // the shim's own start-up allocations are not the host's
+  if (!ThisCopyIsTheProcessShim()) {
+    g_inert = true;
+    return;
+  }
   if (!InitializeShim()) return;
   if (!LoadUnwinder() && GetConfig().unwind == UnwindMode::kLibunwind) {
     LogWarning("cannot load libunwind.so.8; stacks come from frame pointers only");
@@ -90,7 +99,7 @@ __attribute__((constructor)) void ShimConstructor() {
 }
 
 __attribute__((destructor)) void ShimDestructor() {
-  if (ShimReady()) WriteExitSnapshot();
+  if (!g_inert && ShimReady()) WriteExitSnapshot();
 }
 
 }  // namespace

@@ -21,8 +21,9 @@
 #include "gpu_runtime_lookup.h"
 #include "log.h"
 #include "process_info.h"
-#include "thread_state.h"
 #include "shim_dlsym.h"
+#include "shim_state.h"
+#include "thread_state.h"
 #include "vulkan_dispatch.h"
 
 namespace retain::shim {
@@ -74,31 +75,6 @@ uint64_t HashPath(const char* text) {
     hash *= 1099511628211ull;
   }
   return hash;
-}
-
-// True when this copy of the shim is the process's: the one in the global
-// scope (preloaded, or linked), whose hooks and API the program reaches —
-// not a copy dlopen()ed RTLD_LOCAL (by the Vulkan loader in a process that
-// never asked for the shim), nor another build at the same path loaded
-// beside the preloaded one. The public API's symbol tells: another
-// preloaded allocator may define malloc first, nothing else defines it.
-bool ThisCopyIsTheProcessShim() {
-  void* api = ShimDlsym(RTLD_DEFAULT, "retain_snapshot");
-  return api != nullptr && IsInShim(api);
-}
-
-// Any other copy was dlopen()ed, most likely by the Vulkan
-// loader as a layer in a process that inherited the variables but not
-// LD_PRELOAD (the layer then refuses to negotiate, and the loader skips it).
-// The loader dlclose()s it again while the program runs; the shim's start
-// installed handlers (signals, fork) that must not point into unmapped code,
-// so the copy is pinned for the life of the process.
-void PinThisCopy() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&InstallVulkanLayer), &info) != 0 &&
-      info.dli_fname != nullptr) {
-    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);  // never closed
-  }
 }
 
 bool RealPathOfShim(char* out) {
@@ -240,10 +216,8 @@ int AppendListItem(const char* existing, const char* item, char separator, char*
 }
 
 void InstallVulkanLayer() {
-  if (!ThisCopyIsTheProcessShim()) {
-    PinThisCopy();
-    return;
-  }
+  // (A copy that is not the process's never gets here: its constructor
+  // leaves it inert, so its layer refuses to negotiate.)
   if (!GetConfig().vulkan) return;
   g_layer_active.store(true, std::memory_order_release);
   pthread_atfork(VulkanForkPrepare, VulkanForkParent, VulkanForkChild);

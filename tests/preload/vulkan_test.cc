@@ -420,10 +420,15 @@ TEST(VulkanManifest, ChildWithoutPreloadSkipsTheLayer) {
   auto inherited = env;
   inherited["VK_ADD_LAYER_PATH"] = layer_dir;
   inherited["VK_LOADER_LAYERS_ENABLE"] = kLayerName;
+  TempDir child_dir;  // where a copy that started anyway would write
+  inherited["RETAIN_DIR"] = child_dir.path();
   const RunResult child = RunFixture("vulkan_alloc", {}, dir.path(), false, inherited);
   EXPECT_EQ(child.exit_code, 0) << Describe(child);
   EXPECT_EQ(child.term_signal, 0);
   EXPECT_EQ(child.stdout_data, plain.stdout_data);
+  EXPECT_EQ(child.stderr_data, plain.stderr_data);
+  // The copy the loader opened stayed inert: no snapshot, nothing started.
+  EXPECT_TRUE(ListSnapshots(child_dir.path()).empty());
 }
 
 // Proves: values the user set are kept, the layer appended after them:
