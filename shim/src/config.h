@@ -43,10 +43,10 @@ struct Config {
   // "unix:PATH" or "tcp:HOST:PORT" with HOST a loopback address
   // (127.0.0.0/8, ::1 or [::1]); anything else is refused with a warning.
   ControlKind control;
-  char control_path[108];        // kUnix: the socket path
-  bool control_ipv6;             // kTcp: which of the two below
+  char control_path[108];          // kUnix: the socket path
+  bool control_ipv6;               // kTcp: which of the two below
   unsigned char control_addr[16];  // kTcp: network order (4 bytes for IPv4)
-  uint16_t control_port;         // kTcp: host order
+  uint16_t control_port;           // kTcp: host order
 };
 
 inline constexpr int kMaxDepth = 256;

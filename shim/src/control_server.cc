@@ -17,8 +17,8 @@
 
 #include "arena.h"
 #include "config.h"
-#include "gpu_recorder.h"
 #include "file_util.h"
+#include "gpu_recorder.h"
 #include "hook_table.h"
 #include "kinds.h"
 #include "live_table.h"

@@ -23,6 +23,8 @@ constexpr const char* kDriverLibraries[] = {"libcuda.so", nullptr};
 constinit std::atomic<void*> g_targets[kCudaEntryCount][kCudaWrapperSlots];
 // The real function behind each exported hook.
 constinit std::atomic<void*> g_exported[kCudaEntryCount];
+// The runtime generation g_exported was filled in (gpu_runtime_lookup.h).
+std::atomic<uint32_t> g_exported_generation;
 
 // kCudaWrapperSlots wrappers per implementation: Call<entry, slot> calls
 // the implementation with g_targets[entry][slot] as the real function.
@@ -243,6 +245,12 @@ void* WrapCudaTarget(int entry, void* real) {
 }
 
 void* CudaExportedReal(CudaEntry entry) {
+  // After a dlclose, what was found may be gone: look everything up again.
+  const uint32_t generation = RuntimeGeneration();
+  if (__builtin_expect(generation != g_exported_generation.load(std::memory_order_acquire), 0)) {
+    for (std::atomic<void*>& slot : g_exported) slot.store(nullptr, std::memory_order_release);
+    g_exported_generation.store(generation, std::memory_order_release);
+  }
   const EntryInfo& info = kEntries[static_cast<int>(entry)];
   const char* const* libraries = info.proc_name == nullptr ? kRuntimeLibraries : kDriverLibraries;
   return ResolveRuntimeFunction(g_exported[static_cast<int>(entry)], libraries, info.abi_name);

@@ -8,9 +8,9 @@
 //                                       // Kind::kGpuDriverHost (counted once)
 //   if (call.records() && result == success) RecordGpuAlloc(...);
 //
-// and for a release, RecordGpuFree() before the real call (so another thread
-// cannot be handed the same pointer before its record is gone), restoring
-// the record with RestoreGpuRecord() if the real call fails.
+// and for a release, TakeGpuRecord() before the real call (so another thread
+// cannot be handed the same pointer before its record is gone), then
+// CompleteGpuFree() when it succeeded or RestoreGpuRecord() when it failed.
 //
 // GpuCall is the thread's depth guard: runtimes call their own exports
 // (hipHostAlloc reaches hipHostMalloc, vkAllocateMemory may pass through

@@ -5,6 +5,8 @@
 #include <link.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "shim_dlsym.h"
 #include "thread_state.h"
 
@@ -44,6 +46,11 @@ int CollectMatch(struct dl_phdr_info* info, size_t, void* data) {
 char g_self_marker;
 
 }  // namespace
+
+std::atomic<uint32_t> g_runtime_generation;
+
+uint32_t RuntimeGeneration() { return g_runtime_generation.load(std::memory_order_acquire); }
+void NoteUnload() { g_runtime_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 bool IsInShim(const void* address) {
   Dl_info self;

@@ -33,6 +33,13 @@ Fn ResolveRuntimeFunction(std::atomic<Fn>& slot, const char* const* prefixes, co
   return fn;
 }
 
+// Bumped after every successful dlclose: a runtime's functions found before
+// may be gone (unloaded, or loaded again at another address). Tables of
+// found functions remember the generation they were filled in and forget
+// them when it changed.
+uint32_t RuntimeGeneration();
+void NoteUnload();
+
 // Whether `address` lies in libretain.so itself (a lookup that found the
 // shim's own hook must not be used as the real function).
 bool IsInShim(const void* address);

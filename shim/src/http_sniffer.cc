@@ -17,8 +17,8 @@ namespace retain::shim {
 static_assert(std::is_trivially_copyable_v<HttpSniffer>);
 static_assert(std::is_trivially_default_constructible_v<HttpSniffer>);
 static_assert(kMaxPendingRequests <= 32, "head_bits_ holds one bit each");
-static_assert(kMaxPath - 1 <= 0xffff && kMaxMethod - 1 <= 0xff &&
-              kMaxRequestId - 1 <= 0xff, "length fields are this narrow");
+static_assert(kMaxPath - 1 <= 0xffff && kMaxMethod - 1 <= 0xff && kMaxRequestId - 1 <= 0xff,
+              "length fields are this narrow");
 
 namespace {
 
@@ -36,14 +36,14 @@ enum ParseState : uint8_t {
   kHeaderValue,
   kFirstBodyState,
   kBodyLength = kFirstBodyState,  // `remaining` bytes of body
-  kChunkSize,        // hex digits (index: how many)
-  kChunkSizeSpace,   // blanks after the size, before ';' or the line end
-  kChunkExtension,   // skipped to the line end
-  kChunkData,        // `remaining` bytes of chunk
-  kChunkDataEnd,     // the CRLF after a chunk's data
-  kTrailerLineStart, // a trailer line, or the empty line ending the body
-  kTrailerLine,      // skipped to the line end
-  kUntilClose,       // response body delimited by the connection's close
+  kChunkSize,                     // hex digits (index: how many)
+  kChunkSizeSpace,                // blanks after the size, before ';' or the line end
+  kChunkExtension,                // skipped to the line end
+  kChunkData,                     // `remaining` bytes of chunk
+  kChunkDataEnd,                  // the CRLF after a chunk's data
+  kTrailerLineStart,              // a trailer line, or the empty line ending the body
+  kTrailerLine,                   // skipped to the line end
+  kUntilClose,                    // response body delimited by the connection's close
 };
 
 enum HeaderField : uint8_t {
@@ -57,7 +57,7 @@ constexpr char kHttpVersionPrefix[] = "HTTP/1.";  // then one digit
 constexpr int kHttpVersionPrefixLength = 7;
 constexpr char kChunked[] = "chunked";
 constexpr int kChunkedLength = 7;
-constexpr int kMaxChunkSizeDigits = 15;              // < 2^60: no overflow
+constexpr int kMaxChunkSizeDigits = 15;             // < 2^60: no overflow
 constexpr uint64_t kMaxContentLength = 1ull << 60;  // larger: malformed
 
 bool IsDigit(unsigned char c) { return c >= '0' && c <= '9'; }
@@ -69,8 +69,20 @@ unsigned char Lower(unsigned char c) { return IsUpper(c) ? c + ('a' - 'A') : c; 
 bool IsTokenChar(unsigned char c) {
   if (IsDigit(c) || IsUpper(c) || (c >= 'a' && c <= 'z')) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*':
-    case '+': case '-': case '.': case '^': case '_': case '`': case '|':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
     case '~':
       return true;
     default:
@@ -111,8 +123,7 @@ void HttpSniffer::OnInbound(const char* data, size_t size, HttpEventSink& sink) 
   Feed(in_, /*inbound=*/true, data, size, sink);
 }
 
-void HttpSniffer::OnOutbound(const char* data, size_t size,
-                             HttpEventSink& sink) {
+void HttpSniffer::OnOutbound(const char* data, size_t size, HttpEventSink& sink) {
   Feed(out_, /*inbound=*/false, data, size, sink);
 }
 
@@ -151,8 +162,7 @@ void HttpSniffer::Feed(Stream& s, bool inbound, const char* data, size_t size,
 
 // One byte of a head, a chunk-size line or a trailer. Any return may have
 // called Ignore(): Feed() checks mode_ before the next byte.
-void HttpSniffer::Step(Stream& s, bool inbound, unsigned char c,
-                       HttpEventSink& sink) {
+void HttpSniffer::Step(Stream& s, bool inbound, unsigned char c, HttpEventSink& sink) {
   if (s.state < kFirstBodyState && ++s.head_bytes > kMaxHeadBytes) {
     return Ignore(sink);
   }
@@ -161,8 +171,8 @@ void HttpSniffer::Step(Stream& s, bool inbound, unsigned char c,
     // by the state itself, as if the CR had not been there.
     if (c != '\n') return Ignore(sink);
     s.saw_cr = false;
-  } else if (c == '\r' && s.state != kMethod && s.state != kTarget &&
-             s.state != kVersion && s.state != kHeaderName) {
+  } else if (c == '\r' && s.state != kMethod && s.state != kTarget && s.state != kVersion &&
+             s.state != kHeaderName) {
     // kVersion's line end is checked below: its CR is only valid at the end.
     s.saw_cr = true;
     return;
@@ -194,8 +204,7 @@ void HttpSniffer::Step(Stream& s, bool inbound, unsigned char c,
     case kMethod:
       if (c == ' ') {
         s.state = kTarget;
-      } else if ((IsUpper(c) || c == '-' || c == '_') &&
-                 method_length_ < kMaxMethod - 1) {
+      } else if ((IsUpper(c) || c == '-' || c == '_') && method_length_ < kMaxMethod - 1) {
         head_.method[method_length_++] = static_cast<char>(c);
       } else {
         return Ignore(sink);

@@ -27,20 +27,20 @@ namespace retain::shim {
 
 inline constexpr size_t kMaxHeadBytes = 64 * 1024;
 inline constexpr size_t kMaxMethod = 16;
-inline constexpr size_t kMaxPath = 256;       // longer paths are truncated
-inline constexpr size_t kMaxRequestId = 128;  // longer ids are truncated
+inline constexpr size_t kMaxPath = 256;         // longer paths are truncated
+inline constexpr size_t kMaxRequestId = 128;    // longer ids are truncated
 inline constexpr int kMaxPendingRequests = 32;  // pipelined, awaiting responses
 
 struct HttpRequestHead {
-  char method[kMaxMethod];       // NUL-terminated, e.g. "POST"
-  char path[kMaxPath];           // NUL-terminated, without the query string
+  char method[kMaxMethod];         // NUL-terminated, e.g. "POST"
+  char path[kMaxPath];             // NUL-terminated, without the query string
   char request_id[kMaxRequestId];  // X-Request-Id value, "" if absent
 };
 
 enum class HttpEventType {
-  kRequestStarted,   // a complete request head was read: `head` is valid
-  kResponseFinished, // the response to the oldest open request is complete
-  kConnectionIgnored,// not HTTP/1.x or over a limit: no more events
+  kRequestStarted,     // a complete request head was read: `head` is valid
+  kResponseFinished,   // the response to the oldest open request is complete
+  kConnectionIgnored,  // not HTTP/1.x or over a limit: no more events
 };
 
 struct HttpEvent {
@@ -77,28 +77,27 @@ class HttpSniffer {
   // The parse of one direction: a message's start line, headers and body.
   // Zero is "before a start line". Reset to zero after each message.
   struct Stream {
-    uint64_t remaining;       // body bytes left (Content-Length or a chunk)
-    uint64_t number;          // Content-Length value being read
-    uint64_t content_length;  // Content-Length of this message (has_length)
-    uint32_t head_bytes;      // bytes of this head so far (<= kMaxHeadBytes)
-    uint16_t status;          // response status code
-    uint8_t state;            // a ParseState (http_sniffer.cc)
-    uint8_t index;            // position in a literal / digit count
-    uint8_t field;            // the header whose value is being read
-    uint8_t phase;            // where in that value (leading space, ...)
-    uint8_t name_length;      // of `name`; kNameCapacity + 1: too long
-    int8_t te_match;          // "chunked" matched so far in the last coding
-    bool saw_cr;              // a CR was read: the next byte must be LF
-    bool has_length;          // a Content-Length header was read
-    bool has_te;              // a Transfer-Encoding header was read
-    bool te_chunked;          // ... and its last coding is "chunked"
-    bool te_space;            // whitespace followed the current coding
-    char name[kNameCapacity];            // header name being read, lowercased
+    uint64_t remaining;        // body bytes left (Content-Length or a chunk)
+    uint64_t number;           // Content-Length value being read
+    uint64_t content_length;   // Content-Length of this message (has_length)
+    uint32_t head_bytes;       // bytes of this head so far (<= kMaxHeadBytes)
+    uint16_t status;           // response status code
+    uint8_t state;             // a ParseState (http_sniffer.cc)
+    uint8_t index;             // position in a literal / digit count
+    uint8_t field;             // the header whose value is being read
+    uint8_t phase;             // where in that value (leading space, ...)
+    uint8_t name_length;       // of `name`; kNameCapacity + 1: too long
+    int8_t te_match;           // "chunked" matched so far in the last coding
+    bool saw_cr;               // a CR was read: the next byte must be LF
+    bool has_length;           // a Content-Length header was read
+    bool has_te;               // a Transfer-Encoding header was read
+    bool te_chunked;           // ... and its last coding is "chunked"
+    bool te_space;             // whitespace followed the current coding
+    char name[kNameCapacity];  // header name being read, lowercased
   };
   enum Mode : uint8_t { kActive = 0, kIgnored = 1, kClosed = 2 };
 
-  void Feed(Stream& s, bool inbound, const char* data, size_t size,
-            HttpEventSink& sink);
+  void Feed(Stream& s, bool inbound, const char* data, size_t size, HttpEventSink& sink);
   void Step(Stream& s, bool inbound, unsigned char c, HttpEventSink& sink);
   void StartValue(Stream& s, bool inbound);
   void ValueByte(Stream& s, unsigned char c, HttpEventSink& sink);
@@ -111,18 +110,18 @@ class HttpSniffer {
   void FinishAll(HttpEventSink& sink);
   void Ignore(HttpEventSink& sink);
 
-  Stream in_;                 // requests (inbound bytes)
-  Stream out_;                // responses (outbound bytes)
-  HttpRequestHead head_;      // the request head being read
-  uint16_t path_length_;      // bytes stored in head_.path
-  uint8_t method_length_;     // bytes stored in head_.method
-  uint8_t request_id_length_; // bytes stored in head_.request_id
-  uint8_t request_id_keep_;   // ... up to the last non-blank one
-  bool target_seen_;          // the request target is not empty
-  bool path_done_;            // '?' or '#' read: the rest is not the path
-  uint8_t pending_;           // open requests, <= kMaxPendingRequests
-  uint32_t head_bits_;        // bit i: the i-th oldest open request is HEAD
-  uint8_t mode_;              // a Mode
+  Stream in_;                  // requests (inbound bytes)
+  Stream out_;                 // responses (outbound bytes)
+  HttpRequestHead head_;       // the request head being read
+  uint16_t path_length_;       // bytes stored in head_.path
+  uint8_t method_length_;      // bytes stored in head_.method
+  uint8_t request_id_length_;  // bytes stored in head_.request_id
+  uint8_t request_id_keep_;    // ... up to the last non-blank one
+  bool target_seen_;           // the request target is not empty
+  bool path_done_;             // '?' or '#' read: the rest is not the path
+  uint8_t pending_;            // open requests, <= kMaxPendingRequests
+  uint32_t head_bits_;         // bit i: the i-th oldest open request is HEAD
+  uint8_t mode_;               // a Mode
 };
 
 }  // namespace retain::shim

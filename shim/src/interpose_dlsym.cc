@@ -22,12 +22,13 @@
 //  - a library handle and a wrapped ABI name (CudaEntryForSymbol): the real
 //    dlsym is called from the shim (for a real handle the caller does not
 //    matter), and a found pointer is replaced by its wrapper;
-//  - RTLD_DEFAULT and a name libretain.so exports as a CUDA hook: without
-//    the shim, the answer is the first definition in the global scope; with
-//    it, the shim's hook is found first. When no definition exists after
-//    the shim (no CUDA runtime or driver loaded globally), the answer is
-//    nullptr, as without the shim (dlerror then names libretain.so, not the
-//    caller, as the object that asked). Looked up from the shim, so for
+//  - RTLD_DEFAULT and a name libretain.so exports as a CUDA or HIP hook:
+//    without the shim, the answer is the first definition in the global
+//    scope, then in the caller's own scope (a library opened RTLD_LOCAL sees
+//    its dependencies); with it, the shim's hook is found first. When no
+//    definition exists after the shim nor in the caller's scope (no runtime
+//    loaded), the answer is nullptr, as without the shim (dlerror then names
+//    libretain.so, not the caller, as the object that asked). Looked up from the shim, so for
 //    callers in another link-map namespace (dlmopen) the base namespace is
 //    asked.
 //
@@ -56,16 +57,35 @@ void* WrappedDlsym(void* handle, const char* name) {
   return WrapCudaTarget(CudaEntryForSymbol(name), found);
 }
 
-// dlsym(RTLD_DEFAULT, name of one of the shim's CUDA or HIP hooks).
-void* DefaultGpuDlsym(void* handle, const char* name) {
+// Whether `name` has a definition in the local scope of the object that
+// contains `caller` (that object and its dependencies): what RTLD_DEFAULT
+// also searches for code in a library opened RTLD_LOCAL, which RTLD_NEXT
+// from the shim cannot see.
+bool DefinedInCallersScope(const void* caller, const char* name) {
+  Dl_info info;
+  if (caller == nullptr || dladdr(caller, &info) == 0 || info.dli_fname == nullptr) return false;
+  void* object = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (object == nullptr) return false;
+  void* found = RealDlsym()(object, name);
+  dlclose(object);
+  return found != nullptr && !IsInShim(found);
+}
+
+// dlsym(RTLD_DEFAULT, name of one of the shim's CUDA or HIP hooks). Entered
+// by a jump from the trampoline: the return address is the program's.
+__attribute__((noinline)) void* DefaultGpuDlsym(void* handle, const char* name) {
+  const void* caller = __builtin_return_address(0);
   DlsymFn real = RealDlsym();
   void* found = real(handle, name);
   if (found == nullptr || !IsInShim(found)) return found;
-  // The shim's hook: a real definition must exist after the shim, else the
-  // program would have got nullptr without the shim. This failed look-up
-  // sets dlerror as the program's would have.
-  if (real(RTLD_NEXT, name) == nullptr) return nullptr;
-  return found;
+  // The shim's hook: a real definition must exist after the shim or in the
+  // caller's own scope, else the program would have got nullptr without the
+  // shim. The failed look-up sets dlerror as the program's would have.
+  if (DefinedInCallersScope(caller, name)) return found;
+  // Last, so a miss leaves its dlerror. Not a tail call: a jump would make
+  // the program, not the shim, the object RTLD_NEXT starts after.
+  void* next = real(RTLD_NEXT, name);
+  return next != nullptr ? found : nullptr;
 }
 
 }  // namespace

@@ -60,9 +60,23 @@ __attribute__((noinline, cold)) Fn ResolveSlow(std::atomic<Fn>& slot, const char
   return fn;
 }
 
+// The runtime generation g_real_hip was filled in (gpu_runtime_lookup.h).
+std::atomic<uint32_t> g_hip_generation;
+
+__attribute__((noinline, cold)) void ForgetHipFunctions(uint32_t generation) {
+#define RETAIN_FORGET_SLOT(name, params) g_real_hip.name.store(nullptr, std::memory_order_release);
+  RETAIN_FOR_EACH_HIP_HOOK(RETAIN_FORGET_SLOT)
+#undef RETAIN_FORGET_SLOT
+  g_hip_generation.store(generation, std::memory_order_release);
+}
+
 // The real function behind `slot`, or nullptr when no runtime has it.
 template <typename Fn>
 inline Fn Real(std::atomic<Fn>& slot, const char* name) {
+  const uint32_t generation = RuntimeGeneration();
+  if (RETAIN_UNLIKELY(generation != g_hip_generation.load(std::memory_order_acquire))) {
+    ForgetHipFunctions(generation);
+  }
   Fn fn = slot.load(std::memory_order_acquire);
   if (RETAIN_LIKELY(fn != nullptr)) return fn;
   return ResolveSlow(slot, name);
@@ -100,11 +114,14 @@ hipError_t Release(uintptr_t handle, RealCall real) {
   const bool had = call.records() && HookReady() && TakeGpuRecord(GpuApi::kHip, handle, &taken);
   hipError_t error = real();
   if (had) {
+    const int saved = errno;
     if (error == hipSuccess) {
       CompleteGpuFree(GpuApi::kHip, taken);
     } else {
+      BusyScope busy;
       RestoreGpuRecord(GpuApi::kHip, taken);
     }
+    errno = saved;
   }
   return error;
 }

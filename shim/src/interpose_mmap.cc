@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "gpu_runtime_lookup.h"
 #include "interpose.h"
 #include "module_table.h"
 
@@ -101,5 +102,7 @@ RETAIN_EXPORT int dlclose(void* handle) noexcept {
     HookScope scope;
     RefreshModules();
   }
-  return g_real.dlclose(handle);
+  const int result = g_real.dlclose(handle);
+  if (result == 0) NoteUnload();
+  return result;
 }

@@ -20,8 +20,10 @@ uint32_t SlotHashBits(uint64_t hash) { return static_cast<uint32_t>(hash >> 40) 
 // (4-byte slots: 5.3 to 8 bytes per record), and any capacity maps a hash
 // to a home slot with a multiply (Lemire's reduction) instead of a mask.
 uint32_t Home(uint64_t hash, uint32_t capacity) {
-  return static_cast<uint32_t>((static_cast<uint64_t>(static_cast<uint32_t>(hash)) * capacity) >>
-                               32);
+  // Fold the high half in: keys differing only in high bits (Vulkan handles
+  // of different devices) must not share a home.
+  const uint32_t folded = static_cast<uint32_t>(hash ^ (hash >> 32));
+  return static_cast<uint32_t>((static_cast<uint64_t>(folded) * capacity) >> 32);
 }
 uint32_t Next(uint32_t i, uint32_t capacity) { return i + 1 == capacity ? 0 : i + 1; }
 
@@ -162,16 +164,18 @@ bool LiveTable::Place(Shard& shard, uint64_t hash, const PackedRecord& packed) {
 }
 
 uint16_t LiveTable::TimeOffset(const LiveRecord& record) const {
-  if (births_ == nullptr) return 0;
+  const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE);
+  if (births == nullptr) return 0;
   uint32_t thread_id;
   uint64_t base_us;
-  births_->Describe(record.birth_sequence, 0, &thread_id, &base_us);
+  births->Describe(record.birth_sequence, 0, &thread_id, &base_us);
   const uint64_t units = record.birth_time_us >> BirthSequence::kTimeUnitBits;
   const uint64_t base = base_us >> BirthSequence::kTimeUnitBits;
   return units > base ? static_cast<uint16_t>(units - base) : 0;
 }
 
 bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
+  if (record.size > kMaxSize) record.size = kMaxSize;  // as packed, so counters agree
   if (__builtin_expect(births_ != &births, 0))
     __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
   const uint64_t hash = Hash(record.address);
@@ -239,13 +243,15 @@ bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
     EraseSlot(shard, slot);
   }
   // The thread and time are the block's (lock-free to read).
-  if (births_ != nullptr) {
-    births_->Describe(out->birth_sequence, time_offset, &out->thread_id, &out->birth_time_us);
+  if (const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE)) {
+    births->Describe(out->birth_sequence, time_offset, &out->thread_id, &out->birth_time_us);
   }
   return true;
 }
 
-void LiveTable::Restore(const LiveRecord& record) {
+void LiveTable::Restore(const LiveRecord& original) {
+  LiveRecord record = original;
+  if (record.size > kMaxSize) record.size = kMaxSize;
   const uint64_t hash = Hash(record.address);
   Shard& shard = ShardFor(hash);
   const PackedRecord packed = Pack(record, TimeOffset(record));
@@ -298,6 +304,7 @@ size_t LiveTable::CountLocked() const {
 }
 
 size_t LiveTable::CopyLocked(LiveRecord* out) const {
+  const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE);
   size_t copied = 0;
   for (const Shard& shard : shards_) {
     for (uint32_t i = 0; i < shard.used; ++i) {
@@ -305,9 +312,9 @@ size_t LiveTable::CopyLocked(LiveRecord* out) const {
       if (record.address == 0) continue;
       LiveRecord& row = out[copied++];
       Unpack(record, &row);
-      if (births_ != nullptr) {
-        births_->Describe(row.birth_sequence, static_cast<uint16_t>(record.sequence_word >> 48),
-                          &row.thread_id, &row.birth_time_us);
+      if (births != nullptr) {
+        births->Describe(row.birth_sequence, static_cast<uint16_t>(record.sequence_word >> 48),
+                         &row.thread_id, &row.birth_time_us);
       }
     }
   }
@@ -337,6 +344,25 @@ void LiveTable::UnlockAll() {
 
 void LiveTable::ResetLocksInChild() {
   for (Shard& shard : shards_) shard.lock.ResetInChild();
+}
+
+void LiveTable::DiscardInChild() {
+  for (Shard& shard : shards_) {
+    const uint32_t chunks = (shard.used + (1u << kChunkBits) - 1) >> kChunkBits;
+    for (uint32_t i = 0; i < chunks; ++i) {
+      UnmapPages(shard.chunks[i], sizeof(PackedRecord) << kChunkBits);
+    }
+    UnmapPages(shard.chunks, sizeof(PackedRecord*) * shard.chunk_capacity);
+    UnmapPages(shard.index, sizeof(uint32_t) * shard.index_capacity);
+    shard.count = 0;
+    shard.index_capacity = 0;
+    shard.index = nullptr;
+    shard.used = 0;
+    shard.free_head = 0;
+    shard.chunk_capacity = 0;
+    shard.chunks = nullptr;
+    for (KindCounters& counters : shard.counters) counters = {};
+  }
 }
 
 }  // namespace retain::shim

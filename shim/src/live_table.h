@@ -68,7 +68,11 @@ class LiveTable {
   // `*out`: for realloc, which must free the old record before the real call
   // and may have to put it back (Restore) when that call fails.
   bool Take(uintptr_t address, LiveRecord* out);
-  void Restore(const LiveRecord& record);     // undoes Take
+  // Undoes Take. The record keeps its birth number: if a snapshot was taken
+  // between Take and Restore (a realloc or GPU release that failed), that
+  // snapshot missed the record and a later exact diff counts it as older
+  // than the snapshot. A failed release racing a snapshot is that rare.
+  void Restore(const LiveRecord& record);
   void CountFreed(const LiveRecord& record);  // completes Take
 
   // Every shard's lock, in order: the table cannot change until UnlockAll().
@@ -77,6 +81,10 @@ class LiveTable {
   void LockAll();
   void UnlockAll();
   void ResetLocksInChild();
+  // In a fork child, after ResetLocksInChild: forgets every record and
+  // counter (GPU memory is not inherited by a child), giving the memory
+  // back. No other thread may use the table meanwhile.
+  void DiscardInChild();
 
   // With LockAll() held: the number of records, a copy of them into `out`
   // (capacity at least CountLocked()), and the counters.
@@ -112,8 +120,9 @@ class LiveTable {
     uint32_t stack_id;
     uint32_t tag_id;
   };
-  static constexpr int kChunkBits = 8;               // records per chunk: 256 (8 KiB)
-  static constexpr uint32_t kMaxRecords = 1u << 24;  // per shard (index slots keep 24 bits)
+  static constexpr int kChunkBits = 8;  // records per chunk: 256 (8 KiB)
+  // Per shard: an index slot keeps the record's number + 1 in 24 bits.
+  static constexpr uint32_t kMaxRecords = (1u << 24) - 1;
 
   struct alignas(64) Shard {
     SpinLock lock;

@@ -3,9 +3,8 @@
 // Each is callable from any thread, at any time after the shim started;
 // before that (or when the shim is not loaded at all: the header declares
 // them weak) they do nothing.
-#include "retain/retain.h"
-
 #include "request_events.h"
+#include "retain/retain.h"
 #include "shim_state.h"
 #include "snapshot_writer.h"
 #include "tag_table.h"

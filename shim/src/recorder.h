@@ -50,7 +50,6 @@ uint64_t NextBirthSequence();
 Kind HostKind(Kind kind);
 uint64_t UnknownFrees();
 
-
 }  // namespace retain::shim
 
 #endif  // RETAIN_SHIM_SRC_RECORDER_H_

@@ -128,5 +128,4 @@ void SampledErase(uintptr_t address) {
   }
 }
 
-
 }  // namespace retain::shim

@@ -57,8 +57,7 @@ inline bool ShouldRecordHeap(size_t size) {
 inline constexpr int kSampledFilterBits = 16;
 extern uint8_t* g_sampled_filter;
 inline size_t SampledFilterIndex(uintptr_t address) {
-  return static_cast<size_t>(((address >> 4) * 0x9E3779B97F4A7C15ull) >>
-                             (64 - kSampledFilterBits));
+  return static_cast<size_t>(((address >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - kSampledFilterBits));
 }
 void SampledInsert(uintptr_t address);
 void SampledErase(uintptr_t address);

@@ -1,6 +1,7 @@
 // shim_init: the shim's start (InitializeShim, the constructor), its end
 // (the exit snapshot) and its fork handlers.
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 
 #include "arena.h"
@@ -62,7 +63,12 @@ void ForkParent() {
 void ForkChild() {
   ArenaResetInChild();
   HeapTable().ResetLocksInChild();
-  for (int i = 0; i < kGpuApiCount; ++i) GpuTable(static_cast<GpuApi>(i)).ResetLocksInChild();
+  for (int i = 0; i < kGpuApiCount; ++i) {
+    // The child has none of the parent's device memory (nor its GPU
+    // contexts): its GPU records start empty.
+    GpuTable(static_cast<GpuApi>(i)).ResetLocksInChild();
+    GpuTable(static_cast<GpuApi>(i)).DiscardInChild();
+  }
   StackTableResetInChild();
   ProgramMappings().ResetLockInChild();
   ModuleTableResetInChild();
@@ -75,7 +81,21 @@ void ForkChild() {
 
 bool g_inert;  // see ThisCopyIsTheProcessShim
 
+// Keeps errno as it was across the constructor: the program's main() must
+// not find the EEXIST of the shim's mkdir, or anything else of the shim's.
+class ErrnoKeeper {
+ public:
+  ErrnoKeeper() : saved_(errno) {}
+  ~ErrnoKeeper() { errno = saved_; }
+  ErrnoKeeper(const ErrnoKeeper&) = delete;
+  ErrnoKeeper& operator=(const ErrnoKeeper&) = delete;
+
+ private:
+  int saved_;
+};
+
 __attribute__((constructor)) void ShimConstructor() {
+  ErrnoKeeper errno_keeper;
   BusyScope busy;  // the shim's own start-up allocations are not the host's
   if (!ThisCopyIsTheProcessShim()) {
     g_inert = true;

@@ -149,15 +149,13 @@ void SocketClosed(int fd) {
 }
 
 void SocketInbound(int fd, const char* data, size_t size) {
-  WithConnection(fd, [&](Connection& c, HttpEventSink& sink) {
-    c.sniffer.OnInbound(data, size, sink);
-  });
+  WithConnection(
+      fd, [&](Connection& c, HttpEventSink& sink) { c.sniffer.OnInbound(data, size, sink); });
 }
 
 void SocketOutbound(int fd, const char* data, size_t size) {
-  WithConnection(fd, [&](Connection& c, HttpEventSink& sink) {
-    c.sniffer.OnOutbound(data, size, sink);
-  });
+  WithConnection(
+      fd, [&](Connection& c, HttpEventSink& sink) { c.sniffer.OnOutbound(data, size, sink); });
 }
 
 void SocketInboundVector(int fd, const struct iovec* iov, int count, size_t total) {

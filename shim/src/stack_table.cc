@@ -53,9 +53,13 @@ uint64_t HashFrames(const uintptr_t* frames, int depth, bool truncated) {
   return hash ^ (hash >> 31);
 }
 
+// Set when the arena refused the bucket array or the cache: from then on
+// interning fails fast (id 0) instead of taking the setup lock every time.
+std::atomic<bool> g_setup_failed;
+
 std::atomic<StackEntry*>* Buckets() {
   std::atomic<StackEntry*>* buckets = g_buckets.load(std::memory_order_acquire);
-  if (buckets != nullptr) return buckets;
+  if (buckets != nullptr || g_setup_failed.load(std::memory_order_relaxed)) return buckets;
   SpinLockHolder hold(g_bucket_setup_lock);
   buckets = g_buckets.load(std::memory_order_acquire);
   if (buckets == nullptr) {
@@ -65,6 +69,8 @@ std::atomic<StackEntry*>* Buckets() {
     if (buckets != nullptr) {
       g_table_bytes.fetch_add(sizeof(std::atomic<StackEntry*>) * kBucketCount,
                               std::memory_order_relaxed);
+    } else {
+      g_setup_failed.store(true, std::memory_order_relaxed);
     }
     g_buckets.store(buckets, std::memory_order_release);
   }
@@ -108,12 +114,18 @@ bool PublishId(StackEntry* entry) {
 
 std::atomic<uint64_t>* Cache() {
   std::atomic<uint64_t>* cache = g_cache.load(std::memory_order_acquire);
-  if (cache != nullptr) return cache;
+  if (cache != nullptr || g_setup_failed.load(std::memory_order_relaxed)) return cache;
   SpinLockHolder hold(g_bucket_setup_lock);
   cache = g_cache.load(std::memory_order_acquire);
   if (cache == nullptr) {
     cache =
         static_cast<std::atomic<uint64_t>*>(MapPages(sizeof(std::atomic<uint64_t>) << kCacheBits));
+    if (cache != nullptr) {
+      g_table_bytes.fetch_add(sizeof(std::atomic<uint64_t>) << kCacheBits,
+                              std::memory_order_relaxed);
+    } else {
+      g_setup_failed.store(true, std::memory_order_relaxed);
+    }
     g_cache.store(cache, std::memory_order_release);
   }
   return cache;

@@ -27,8 +27,8 @@ struct ThreadState {
   uint32_t gpu_depth;
   // This thread's block of birth sequence numbers (birth_sequence.h).
   uint32_t birth_generation;
-  uint32_t birth_thread;      // the thread id the block was taken for
-  const void* birth_owner;    // the BirthSequence the block came from
+  uint32_t birth_thread;    // the thread id the block was taken for
+  const void* birth_owner;  // the BirthSequence the block came from
   uint64_t birth_next;
   uint64_t birth_end;
   uint64_t birth_base_units;  // the block's start time (BirthSequence units)
