@@ -112,11 +112,11 @@ TEST(AcctStacks, UnwinderStaysIsolated) {
 }
 
 // Proves: with RETAIN_UNWIND=fp on a frame-pointer build, every site row is
-// attributed exactly as with the default libunwind capture: same frames[0]
-// inside the site, same caller frame inside main (compared as offsets).
+// attributed exactly as with libunwind capture: same frames[0] inside the
+// site, same caller frame inside main (compared as offsets).
 TEST(AcctStacks, FramePointerModeAttributesLikeLibunwind) {
   TempDir default_dir, fp_dir;
-  const SitesRun by_default = RunSites(default_dir);
+  const SitesRun by_default = RunSites(default_dir, {{"RETAIN_UNWIND", "libunwind"}});
   const SitesRun by_fp = RunSites(fp_dir, {{"RETAIN_UNWIND", "fp"}});
   ASSERT_EQ(by_default.run.exit_code, 0);
   ASSERT_EQ(by_fp.run.exit_code, 0);
