@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 
 #include "arena.h"
 #include "eh_frame.h"
@@ -165,6 +166,235 @@ inline uint64_t LookUp(uint64_t* cache, uintptr_t ip) {
   return LookUpSlow(set, ip);
 }
 
+// ---- The walk, and the memo of the previous walk on this thread ----
+//
+// Consecutive captures on a thread mostly share their outer frames (the
+// same request handler, loop, thread entry; only the innermost calls
+// differ), and walking a frame is a chain of dependent loads (rule, then
+// return address, then the next rule). So each thread keeps the frames of
+// its previous walk, and a walk that reaches a state (ip, sp, rbp) found
+// there only checks that the stack still holds what that walk read (each
+// return address and saved rbp at its recorded address: independent loads,
+// no rule lookups) and copies the rest. Exact: from equal registers, the
+// same rules and the same values in the slots read, a walk takes the same
+// steps; a slot that changed ends the reuse and the walk goes on normally
+// from the last checked frame. Reuse also needs the same stack bounds and
+// the same rule generation (CfiForgetRules may have changed the rules).
+//
+// "Equal registers" leaves out rbp where the rest of the walk never reads
+// it (no rbp-based CFA before the caller's rbp is reloaded from a slot):
+// code without frame pointers uses rbp as an ordinary register, whose value
+// at the innermost frames changes from call to call.
+
+// Frames kept: captures take at most RETAIN_DEPTH + 1 (48 + 1 by default);
+// a deeper walk is simply not remembered. 2 KiB of TLS per thread.
+constexpr int kMemoFrames = 64;
+
+struct MemoFrame {
+  uintptr_t ip;
+  uintptr_t sp;
+  uintptr_t bp;
+  // The step from this frame: where it read the caller's rbp (0: rbp was
+  // kept; slots are 8-aligned), and in the low bits:
+  uintptr_t step;
+};
+constexpr uintptr_t kStepUsesBp = 1;   // its CFA is rbp-based (or: unknown step)
+constexpr uintptr_t kStepNeedsBp = 2;  // the walk on from here reads this frame's rbp
+constexpr uintptr_t kStepFlags = 7;
+
+inline uintptr_t SlotOfStep(uintptr_t step) { return step & ~kStepFlags; }
+
+// Fills in kStepNeedsBp of frames[first..last] (outermost first), given
+// whether the frame outside `first` needs its rbp.
+void MarkRbpNeeds(MemoFrame* frames, int first, int last, bool outer_needs) {
+  for (int i = first; i <= last; ++i) {
+    uintptr_t& step = frames[i].step;
+    const bool needs = (step & kStepUsesBp) != 0 || (SlotOfStep(step) == 0 && outer_needs);
+    step = (step & ~kStepNeedsBp) | (needs ? kStepNeedsBp : 0);
+    outer_needs = needs;
+  }
+}
+
+// Outermost frame first, so a walk that shares the outer part rewrites only
+// the inner end.
+struct WalkMemo {
+  uintptr_t stack_low;
+  uintptr_t stack_high;
+  uint64_t generation;
+  int count;
+  bool complete;  // frames[0] is the outermost frame (its rule says so)
+  MemoFrame frames[kMemoFrames];
+};
+
+// initial-exec, as all the shim's TLS (thread_state.h): no allocation, no
+// __tls_get_addr. Zero (empty) in every new thread.
+__thread WalkMemo t_memo __attribute__((tls_model("initial-exec")));
+
+// Bumped by CfiForgetRules: memos from before hold steps taken by old rules.
+std::atomic<uint64_t> g_generation;
+
+class Walk {
+ public:
+  Walk(uint64_t* cache, uintptr_t low, uintptr_t high, uintptr_t* frames, int max)
+      : cache_(cache), low_(low), high_(high), frames_(frames), max_(max) {}
+
+  int Run(UnwindRegisters regs) {
+    const WalkMemo& memo = t_memo;
+    int join = -1;  // the innermost remembered frame this walk may still meet
+    if (memo.count > 0 && memo.stack_low == low_ && memo.stack_high == high_ &&
+        memo.generation == g_generation.load(std::memory_order_relaxed)) {
+      join = memo.count - 1;
+    }
+    uintptr_t ip = regs.ip;
+    uintptr_t sp = regs.sp;
+    uintptr_t bp = regs.bp;
+    bool complete = false;
+    for (;;) {
+      // Here (ip, sp, bp) is a frame not yet emitted.
+      if (ip < kLowestIp) break;
+      bool emitted = false;
+      if (join >= 0) {
+        while (join >= 0 && memo.frames[join].sp < sp) --join;
+        if (join >= 0 && memo.frames[join].sp == sp && memo.frames[join].ip == ip &&
+            ((memo.frames[join].step & kStepNeedsBp) == 0 || memo.frames[join].bp == bp)) {
+          if (Reuse(join, bp)) return count_;
+          // A slot changed above the last frame reused, or the remembered
+          // walk ended at its own depth limit: go on from that frame.
+          const MemoFrame& last = memo.frames[reused_last_];
+          ip = last.ip;
+          sp = last.sp;
+          bp = resume_bp_;
+          join = -1;
+          emitted = true;
+        }
+      }
+      if (!emitted) frames_[count_++] = ip;
+      if (count_ == max_) {
+        Keep({ip, sp, bp, kStepUsesBp});  // a step not taken: assume it reads rbp
+        break;
+      }
+      const uint64_t rule = LookUp(cache_, ip);
+      if (rule == kOutermostRule) {
+        Keep({ip, sp, bp, 0});
+        complete = true;
+        break;
+      }
+      if (rule == kFallbackRule) return -1;
+      const uintptr_t base = (rule & kRbpBaseBit) != 0 ? bp : sp;
+      const uintptr_t cfa = base + ((rule >> kOffsetShift) & kOffsetMask) * 8;
+      // The return address sits at CFA - 8: above sp, inside the stack. A
+      // wrapped sum (rbp garbage) fails the first test.
+      if (cfa <= sp || cfa > high_ || (cfa & 7) != 0) return -1;
+      const uintptr_t next_ip = reinterpret_cast<const uintptr_t*>(cfa)[-1];
+      const uint64_t slot = (rule >> kSlotShift) & kSlotMask;
+      uintptr_t next_bp = bp;
+      uintptr_t bp_slot = 0;
+      if (slot != 0) {
+        bp_slot = cfa - slot * 8;
+        if (bp_slot < sp) return -1;
+        next_bp = *reinterpret_cast<const uintptr_t*>(bp_slot);
+      }
+      Keep({ip, sp, bp, bp_slot | ((rule & kRbpBaseBit) != 0 ? kStepUsesBp : 0)});
+      sp = cfa;
+      bp = next_bp;
+      ip = next_ip;
+    }
+    Remember(complete);
+    return count_;
+  }
+
+ private:
+  // This walk is at t_memo.frames[join]: emits the remembered frames from
+  // there outwards while the stack still holds what they were read from.
+  // Returns true when that finished the walk (and updated the memo); else
+  // the walk goes on from frames[reused_last_], already emitted.
+  // `bp`: this walk's rbp at frames[join] (which may differ from the
+  // remembered one where the walk does not read it).
+  bool Reuse(int join, uintptr_t bp) {
+    const WalkMemo& memo = t_memo;
+    int k = join;
+    frames_[count_++] = memo.frames[k].ip;
+    while (k > 0 && count_ < max_) {
+      const MemoFrame& from = memo.frames[k];
+      const MemoFrame& to = memo.frames[k - 1];
+      // Inside [sp, stack_high): recorded by a walk of this thread's stack
+      // with these bounds, at or above this walk's sp.
+      if (reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to.ip) break;
+      const uintptr_t slot = SlotOfStep(from.step);
+      if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != to.bp) break;
+      frames_[count_++] = to.ip;
+      --k;
+    }
+    if (count_ == max_ || (k == 0 && memo.complete)) {
+      // Ends inside the remembered walk: the memo keeps its outer part
+      // (frames 0..join, every step of which a later walk checks again) and
+      // gets this walk's inner frames.
+      UpdateInner(join);
+      return true;
+    }
+    // The walk leaves the memo at frame k: frames join..k become part of
+    // this walk's own (k itself is kept by the caller, with the step it
+    // takes), with this walk's rbp values: the remembered ones may differ
+    // where no step read them, and from k on they may be read.
+    for (int i = join; i > k; --i) {
+      MemoFrame frame = memo.frames[i];
+      frame.bp = bp;
+      Keep(frame);
+      if (SlotOfStep(frame.step) != 0) bp = memo.frames[i - 1].bp;  // checked above
+    }
+    resume_bp_ = bp;
+    reused_last_ = k;
+    return false;
+  }
+
+  // Records the state of a frame (and how the step from it read rbp).
+  void Keep(MemoFrame frame) {
+    if (kept_ < kMemoFrames) kept_frames_[kept_] = frame;
+    ++kept_;
+  }
+
+  // Makes this walk, all of it in kept_frames_, the thread's memo.
+  // `complete`: it ended at the outermost frame.
+  void Remember(bool complete) {
+    WalkMemo& memo = t_memo;
+    memo.count = 0;
+    if (kept_ > kMemoFrames) return;  // too deep to remember
+    for (int i = 0; i < kept_; ++i) memo.frames[kept_ - 1 - i] = kept_frames_[i];
+    MarkRbpNeeds(memo.frames, 0, kept_ - 1, false);
+    memo.stack_low = low_;
+    memo.stack_high = high_;
+    memo.generation = g_generation.load(std::memory_order_relaxed);
+    memo.complete = complete;
+    memo.count = kept_;
+  }
+
+  // This walk's frames before it met the memo at `join` replace the memo's
+  // frames inside join.
+  void UpdateInner(int join) {
+    WalkMemo& memo = t_memo;
+    const int total = join + 1 + kept_;
+    if (kept_ > kMemoFrames || total > kMemoFrames) {
+      memo.count = 0;
+      return;
+    }
+    for (int i = 0; i < kept_; ++i) memo.frames[total - 1 - i] = kept_frames_[i];
+    MarkRbpNeeds(memo.frames, join + 1, total - 1, (memo.frames[join].step & kStepNeedsBp) != 0);
+    memo.count = total;
+  }
+
+  uint64_t* const cache_;
+  const uintptr_t low_;
+  const uintptr_t high_;
+  uintptr_t* const frames_;
+  const int max_;
+  int count_ = 0;
+  int reused_last_ = 0;
+  uintptr_t resume_bp_ = 0;
+  // The frames this walk stepped from, innermost first (for the memo).
+  MemoFrame kept_frames_[kMemoFrames];
+  int kept_ = 0;
+};
+
 }  // namespace
 
 int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, uintptr_t* frames,
@@ -172,33 +402,9 @@ int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, u
 #if defined(__x86_64__)
   uint64_t* cache = Cache();
   if (cache == nullptr) return -1;
-  uintptr_t ip = regs.ip;
-  uintptr_t sp = regs.sp;
-  uintptr_t bp = regs.bp;
-  if (sp < stack_low || sp >= stack_high || (sp & 7) != 0) return -1;
-  int count = 0;
-  while (count < max && ip >= kLowestIp) {
-    frames[count++] = ip;
-    if (count == max) break;
-    const uint64_t rule = LookUp(cache, ip);
-    if (rule == kOutermostRule) break;
-    if (rule == kFallbackRule) return -1;
-    const uintptr_t base = (rule & kRbpBaseBit) != 0 ? bp : sp;
-    const uintptr_t cfa = base + ((rule >> kOffsetShift) & kOffsetMask) * 8;
-    // The return address sits at CFA - 8: above sp, inside the stack. A
-    // wrapped sum (rbp garbage) fails the first test.
-    if (cfa <= sp || cfa > stack_high || (cfa & 7) != 0) return -1;
-    const uintptr_t next_ip = reinterpret_cast<const uintptr_t*>(cfa)[-1];
-    const uint64_t slot = (rule >> kSlotShift) & kSlotMask;
-    if (slot != 0) {
-      const uintptr_t saved_bp_at = cfa - slot * 8;
-      if (saved_bp_at < sp) return -1;
-      bp = *reinterpret_cast<const uintptr_t*>(saved_bp_at);
-    }
-    sp = cfa;
-    ip = next_ip;
-  }
-  return count;
+  if (regs.sp < stack_low || regs.sp >= stack_high || (regs.sp & 7) != 0) return -1;
+  Walk walk{cache, stack_low, stack_high, frames, max};
+  return walk.Run(regs);
 #else
   (void)regs;
   (void)stack_low;
@@ -215,6 +421,7 @@ void CfiForgetRules() {
   const int saved_errno = errno;  // called from the dlclose hook
   // Back to zero pages (empty entries) without touching them one by one; a
   // raw system call, like the arena's, so no hook sees it.
+  g_generation.fetch_add(1, std::memory_order_relaxed);
   if (syscall(SYS_madvise, cache, kCacheBytes, MADV_DONTNEED) != 0) {
     for (size_t i = 0; i < kCacheEntries; ++i) {
       std::atomic_ref<uint64_t>(cache[i]).store(0, std::memory_order_relaxed);

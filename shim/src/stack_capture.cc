@@ -145,8 +145,10 @@ __attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max) {
 
 __attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
   const UnwindMode mode = GetConfig().unwind;
+  // CFI walks hold no shim frames: depth + 1 of them show a truncation.
+  const int cfi_max = max - kCaptureSlack + 1;
   if (mode == UnwindMode::kCfi) {
-    int count = CaptureByCfi(frames, max);
+    int count = CaptureByCfi(frames, cfi_max);
     if (count >= 0) return count;
     g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
@@ -162,7 +164,7 @@ __attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
       // Cheaper than libunwind for the usual cause, a runtime built
       // without frame pointers (libstdc++'s operator new, libc's strdup).
       g_fp_fallbacks.fetch_add(1, std::memory_order_relaxed);
-      count = CaptureByCfi(frames, max);
+      count = CaptureByCfi(frames, cfi_max);
       if (count >= 0) return count;
       g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
     }

@@ -27,6 +27,11 @@ enum class Leaf {
 // from being optimised away).
 long Descend(int depth, unsigned seed, Leaf leaf);
 
+// Allocates `rounds` times from one leaf function called alternately by two
+// different callers with frames of one size: consecutive stacks are equal
+// but for one return address in the middle, at the same stack address.
+long AlternateCallers(int rounds);
+
 }  // namespace cfi_fixture
 
 // cfi_fixture_lib.so: recurses `depth` frames, then mallocs and calls

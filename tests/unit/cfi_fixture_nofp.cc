@@ -154,8 +154,38 @@ long Next(int depth, unsigned seed, Leaf leaf) {
   }
 }
 
+__attribute__((noinline)) long AllocatingLeaf(int size) {
+  void* p = Keep(malloc(static_cast<size_t>(size)));
+  free(p);
+  return size;
+}
+
+// Same frame size, different code (pad[0] vs pad[1]: not merged by the
+// compiler).
+__attribute__((noinline)) long CallerA(int size) {
+  volatile char pad[64];
+  pad[0] = static_cast<char>(size);
+  long result = AllocatingLeaf(size) + pad[0];
+  asm volatile("" ::: "memory");
+  return result;
+}
+
+__attribute__((noinline)) long CallerB(int size) {
+  volatile char pad[64];
+  pad[1] = static_cast<char>(size);
+  long result = AllocatingLeaf(size) + pad[1];
+  asm volatile("" ::: "memory");
+  return result;
+}
+
 }  // namespace
 
 long Descend(int depth, unsigned seed, Leaf leaf) { return Next(depth, seed, leaf); }
+
+long AlternateCallers(int rounds) {
+  long sum = 0;
+  for (int i = 0; i < rounds; ++i) sum += i % 2 == 0 ? CallerA(i + 1) : CallerB(i + 1);
+  return sum;
+}
 
 }  // namespace cfi_fixture

@@ -330,6 +330,23 @@ TEST_F(CfiUnwinderTest, RulesAreCachedAfterTheFirstWalk) {
   ExpectAllMatch(22);
 }
 
+// The per-thread memo of the previous walk: stacks that differ only in one
+// return address in the middle (same stack address, same frame sizes) must
+// not be taken for the previous one.
+TEST_F(CfiUnwinderTest, MemoNoticesAChangedCallerInTheMiddle) {
+  Arm();
+  const long sum = cfi_fixture::AlternateCallers(40);
+  Disarm();
+  EXPECT_EQ(sum, 40 * 41);  // each caller returns twice its size
+  ExpectAllMatch(40);
+  // The same again below a varying depth of frames with alloca (rbp-based
+  // CFAs) and other layouts.
+  for (unsigned seed = 0; seed < 4; ++seed) {
+    for (int depth = 1; depth < 6; ++depth) Probed(depth, seed, Leaf::kVector);
+  }
+  ExpectAllMatch(40 + 20);
+}
+
 // Not a test: ns per walk and per frame, CFI against unw_backtrace, from a
 // malloc 30 frames down (plus gtest's). Run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Speed*'.
