@@ -70,9 +70,12 @@ uint64_t* Cache() {
   return pages;
 }
 
-// The first entry of ip's set.
+// The first entry of ip's set. Shifts and a xor rather than a multiply: the
+// index is on the walk's critical path (return address, index, rule, next
+// return address). Bits 2.. of a return address already spread a module's
+// call sites; the high bits tell modules apart.
 size_t SetOf(uintptr_t ip) {
-  return static_cast<size_t>((ip * 0x9e3779b97f4a7c15ull) >> (64 - kCacheBits)) & ~(kWays - 1);
+  return static_cast<size_t>(((ip >> 2) ^ (ip >> 18)) << 2) & (kCacheEntries - kWays);
 }
 
 uint64_t PackRule(const FrameRule& rule) {
@@ -259,12 +262,14 @@ class Walk {
             ((memo.frames[join].step & kStepNeedsBp) == 0 || memo.frames[join].bp == bp)) {
           if (Reuse(join, bp)) return count_;
           // A slot changed above the last frame reused, or the remembered
-          // walk ended at its own depth limit: go on from that frame.
+          // walk ended at its own depth limit: go on from that frame. The
+          // walk may meet the remembered one again further out (two paths
+          // that differ in the middle).
           const MemoFrame& last = memo.frames[reused_last_];
           ip = last.ip;
           sp = last.sp;
           bp = resume_bp_;
-          join = -1;
+          join = reused_last_ - 1;
           emitted = true;
         }
       }
@@ -314,34 +319,54 @@ class Walk {
     const WalkMemo& memo = t_memo;
     int k = join;
     frames_[count_++] = memo.frames[k].ip;
-    while (k > 0 && count_ < max_) {
+    const int room = max_ - count_;
+    const int stop = k > room ? k - room : 0;  // the depth limit
+    while (k > stop) {
       const MemoFrame& from = memo.frames[k];
       const MemoFrame& to = memo.frames[k - 1];
-      // Inside [sp, stack_high): recorded by a walk of this thread's stack
-      // with these bounds, at or above this walk's sp.
-      if (reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to.ip) break;
+      // Both reads inside [sp, stack_high): recorded by a walk of this
+      // thread's stack with these bounds, at or above this walk's sp. A
+      // saved rbp is checked only where the rest of the walk reads it (in
+      // code without frame pointers it is mostly data); else to.bp is
+      // compared with itself: no branch that depends on the frame's layout.
       const uintptr_t slot = SlotOfStep(from.step);
-      if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != to.bp) break;
+      const auto* saved_bp = slot != 0 && (to.step & kStepNeedsBp) != 0
+                                 ? reinterpret_cast<const uintptr_t*>(slot)
+                                 : &to.bp;
+      if ((reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to.ip) | (*saved_bp != to.bp)) break;
       frames_[count_++] = to.ip;
       --k;
     }
-    if (count_ == max_ || (k == 0 && memo.complete)) {
+    const bool ends = count_ == max_ || (k == 0 && memo.complete);
+    if (ends && !left_memo_) {
       // Ends inside the remembered walk: the memo keeps its outer part
       // (frames 0..join, every step of which a later walk checks again) and
       // gets this walk's inner frames.
       UpdateInner(join);
       return true;
     }
-    // The walk leaves the memo at frame k: frames join..k become part of
-    // this walk's own (k itself is kept by the caller, with the step it
-    // takes), with this walk's rbp values: the remembered ones may differ
-    // where no step read them, and from k on they may be read.
+    // Frames join..k become this walk's own, with this walk's rbp values
+    // (the remembered ones may differ where no step read them, and from k
+    // on they may be read): the slots the steps reload rbp from are read
+    // again (the same addresses: the steps up to k were checked).
     for (int i = join; i > k; --i) {
       MemoFrame frame = memo.frames[i];
       frame.bp = bp;
       Keep(frame);
-      if (SlotOfStep(frame.step) != 0) bp = memo.frames[i - 1].bp;  // checked above
+      const uintptr_t slot = SlotOfStep(frame.step);
+      if (slot != 0) bp = *reinterpret_cast<const uintptr_t*>(slot);
     }
+    if (ends) {
+      // The walk left the memo before and met it again: remember it whole.
+      // Frame k is the outermost one, or one whose step was not taken.
+      const bool complete = k == 0 && memo.complete;
+      Keep({memo.frames[k].ip, memo.frames[k].sp, bp, complete ? 0 : kStepUsesBp});
+      Remember(complete);
+      return true;
+    }
+    // The walk leaves the memo at frame k (kept by the caller, with the step
+    // it takes from there).
+    left_memo_ = true;
     resume_bp_ = bp;
     reused_last_ = k;
     return false;
@@ -390,6 +415,7 @@ class Walk {
   int count_ = 0;
   int reused_last_ = 0;
   uintptr_t resume_bp_ = 0;
+  bool left_memo_ = false;  // the walk met the memo and left it again
   // The frames this walk stepped from, innermost first (for the memo).
   MemoFrame kept_frames_[kMemoFrames];
   int kept_ = 0;

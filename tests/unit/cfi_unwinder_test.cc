@@ -347,6 +347,24 @@ TEST_F(CfiUnwinderTest, MemoNoticesAChangedCallerInTheMiddle) {
   ExpectAllMatch(40 + 20);
 }
 
+// Random sequences of walks: each reuses what it can of the previous one
+// (same outer frames, a different middle, different rbp values at the
+// join) and must still match libunwind frame for frame.
+TEST_F(CfiUnwinderTest, MemoUnderRandomSequences) {
+  std::mt19937 random(99);
+  const Leaf leaves[] = {Leaf::kMalloc, Leaf::kNew,   Leaf::kVector, Leaf::kString,
+                         Leaf::kStrdup, Leaf::kAlloca, Leaf::kVla,   Leaf::kSharedLib};
+  Arm();
+  for (int i = 0; i < 400; ++i) {
+    const int depth = static_cast<int>(random() % 30);
+    const unsigned seed = static_cast<unsigned>(random() % 16);
+    cfi_fixture::Descend(depth, seed, leaves[random() % 8]);
+    if (i % 50 == 0) cfi_fixture::AlternateCallers(6);
+  }
+  Disarm();
+  ExpectAllMatch(400);
+}
+
 // Not a test: ns per walk and per frame, CFI against unw_backtrace, from a
 // malloc 30 frames down (plus gtest's). Run with
 // --gtest_also_run_disabled_tests --gtest_filter='*Speed*'.
