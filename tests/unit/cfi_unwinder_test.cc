@@ -352,8 +352,8 @@ TEST_F(CfiUnwinderTest, MemoNoticesAChangedCallerInTheMiddle) {
 // join) and must still match libunwind frame for frame.
 TEST_F(CfiUnwinderTest, MemoUnderRandomSequences) {
   std::mt19937 random(99);
-  const Leaf leaves[] = {Leaf::kMalloc, Leaf::kNew,   Leaf::kVector, Leaf::kString,
-                         Leaf::kStrdup, Leaf::kAlloca, Leaf::kVla,   Leaf::kSharedLib};
+  const Leaf leaves[] = {Leaf::kMalloc, Leaf::kNew,    Leaf::kVector, Leaf::kString,
+                         Leaf::kStrdup, Leaf::kAlloca, Leaf::kVla,    Leaf::kSharedLib};
   Arm();
   for (int i = 0; i < 400; ++i) {
     const int depth = static_cast<int>(random() % 30);
