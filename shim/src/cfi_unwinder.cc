@@ -13,6 +13,7 @@
 
 #include "arena.h"
 #include "eh_frame.h"
+#include "thread_state.h"
 
 namespace retain::shim {
 namespace {
@@ -190,7 +191,7 @@ inline uint64_t LookUp(uint64_t* cache, uintptr_t ip) {
 // at the innermost frames changes from call to call.
 
 // Frames kept: captures take at most RETAIN_DEPTH + 1 (48 + 1 by default);
-// a deeper walk is simply not remembered. 2 KiB of TLS per thread.
+// a deeper walk is simply not remembered.
 constexpr int kMemoFrames = 64;
 
 struct MemoFrame {
@@ -229,20 +230,64 @@ struct WalkMemo {
   MemoFrame frames[kMemoFrames];
 };
 
-// initial-exec, as all the shim's TLS (thread_state.h): no allocation, no
-// __tls_get_addr. Zero (empty) in every new thread.
-__thread WalkMemo t_memo __attribute__((tls_model("initial-exec")));
+// Memos are 2 KiB: not in TLS, whose initial-exec part must stay small (a
+// copy of libretain.so that the Vulkan loader dlopen()s in a process without
+// LD_PRELOAD gets its TLS from glibc's small static TLS surplus). They live
+// in slots keyed by the thread's stack top, which no two live threads share:
+// a thread claims a free slot once (remembered in ThreadState), and a new
+// thread on a reused stack (glibc caches thread stacks) takes over the slot
+// of the dead one, memo included; that memo is as good as its own (every
+// step it reuses is checked against the stack). When no slot is free within
+// a few probes, the thread walks without a memo.
+struct MemoSlot {
+  std::atomic<uintptr_t> key;  // stack_high of the owner; 0 = free
+  std::atomic<WalkMemo*> memo;
+};
+constexpr uint32_t kMemoSlots = 1024;
+constexpr uint32_t kMemoProbes = 8;
+MemoSlot g_memo_slots[kMemoSlots];
+
+// This thread's memo, or nullptr.
+WalkMemo* ThreadMemo(uintptr_t stack_high) {
+  const uint32_t cached = g_thread.cfi_memo_slot;
+  if (cached != 0) {
+    MemoSlot& slot = g_memo_slots[cached - 1];
+    if (slot.key.load(std::memory_order_relaxed) == stack_high) {
+      return slot.memo.load(std::memory_order_relaxed);
+    }
+  }
+  const uint32_t home = static_cast<uint32_t>((stack_high >> 12) * 0x9e3779b1u) % kMemoSlots;
+  for (uint32_t probe = 0; probe < kMemoProbes; ++probe) {
+    const uint32_t index = (home + probe) % kMemoSlots;
+    MemoSlot& slot = g_memo_slots[index];
+    uintptr_t key = slot.key.load(std::memory_order_acquire);
+    if (key != stack_high && (key != 0 || !slot.key.compare_exchange_strong(
+                                              key, stack_high, std::memory_order_acq_rel))) {
+      continue;  // another thread's stack (or just claimed by one)
+    }
+    // Only the owner gets here: it allocates the memo on first use.
+    WalkMemo* memo = slot.memo.load(std::memory_order_acquire);
+    if (memo == nullptr) {
+      memo = static_cast<WalkMemo*>(ArenaAllocate(sizeof(WalkMemo)));  // zeroed: empty
+      if (memo == nullptr) return nullptr;
+      slot.memo.store(memo, std::memory_order_release);
+    }
+    g_thread.cfi_memo_slot = index + 1;
+    return memo;
+  }
+  return nullptr;
+}
 
 // Bumped by CfiForgetRules: memos from before hold steps taken by old rules.
 std::atomic<uint64_t> g_generation;
 
 class Walk {
  public:
-  Walk(uint64_t* cache, uintptr_t low, uintptr_t high, uintptr_t* frames, int max)
-      : cache_(cache), low_(low), high_(high), frames_(frames), max_(max) {}
+  Walk(uint64_t* cache, WalkMemo* memo, uintptr_t low, uintptr_t high, uintptr_t* frames, int max)
+      : cache_(cache), memo_(memo), low_(low), high_(high), frames_(frames), max_(max) {}
 
   int Run(UnwindRegisters regs) {
-    const WalkMemo& memo = t_memo;
+    const WalkMemo& memo = *memo_;
     int join = -1;  // the innermost remembered frame this walk may still meet
     if (memo.count > 0 && memo.stack_low == low_ && memo.stack_high == high_ &&
         memo.generation == g_generation.load(std::memory_order_relaxed)) {
@@ -309,14 +354,14 @@ class Walk {
   }
 
  private:
-  // This walk is at t_memo.frames[join]: emits the remembered frames from
+  // This walk is at memo_->frames[join]: emits the remembered frames from
   // there outwards while the stack still holds what they were read from.
   // Returns true when that finished the walk (and updated the memo); else
   // the walk goes on from frames[reused_last_], already emitted.
   // `bp`: this walk's rbp at frames[join] (which may differ from the
   // remembered one where the walk does not read it).
   bool Reuse(int join, uintptr_t bp) {
-    const WalkMemo& memo = t_memo;
+    const WalkMemo& memo = *memo_;
     int k = join;
     frames_[count_++] = memo.frames[k].ip;
     const int room = max_ - count_;
@@ -381,7 +426,7 @@ class Walk {
   // Makes this walk, all of it in kept_frames_, the thread's memo.
   // `complete`: it ended at the outermost frame.
   void Remember(bool complete) {
-    WalkMemo& memo = t_memo;
+    WalkMemo& memo = *memo_;
     memo.count = 0;
     if (kept_ > kMemoFrames) return;  // too deep to remember
     for (int i = 0; i < kept_; ++i) memo.frames[kept_ - 1 - i] = kept_frames_[i];
@@ -396,7 +441,7 @@ class Walk {
   // This walk's frames before it met the memo at `join` replace the memo's
   // frames inside join.
   void UpdateInner(int join) {
-    WalkMemo& memo = t_memo;
+    WalkMemo& memo = *memo_;
     const int total = join + 1 + kept_;
     if (kept_ > kMemoFrames || total > kMemoFrames) {
       memo.count = 0;
@@ -408,6 +453,7 @@ class Walk {
   }
 
   uint64_t* const cache_;
+  WalkMemo* const memo_;  // never null: a thread without one walks with an empty scratch memo
   const uintptr_t low_;
   const uintptr_t high_;
   uintptr_t* const frames_;
@@ -429,7 +475,16 @@ int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, u
   uint64_t* cache = Cache();
   if (cache == nullptr) return -1;
   if (regs.sp < stack_low || regs.sp >= stack_high || (regs.sp & 7) != 0) return -1;
-  Walk walk{cache, stack_low, stack_high, frames, max};
+  WalkMemo* memo = ThreadMemo(stack_high);
+  if (memo == nullptr) {
+    // No slot for this thread: walk with an empty memo on the stack (not
+    // kept afterwards). Only its header is read while empty.
+    WalkMemo scratch;
+    scratch.count = 0;
+    Walk walk{cache, &scratch, stack_low, stack_high, frames, max};
+    return walk.Run(regs);
+  }
+  Walk walk{cache, memo, stack_low, stack_high, frames, max};
   return walk.Run(regs);
 #else
   (void)regs;

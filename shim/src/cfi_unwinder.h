@@ -3,7 +3,7 @@
 // each return address's rule cached.
 //
 // libunwind's unw_backtrace does the same job in ~10 ns a frame; here a frame
-// costs one load from a lock-free rule cache plus the one or two loads from
+// costs one lookup in a lock-free rule cache plus the one or two loads from
 // the stack the rule says. The cache is a table of 2^16 64-bit words in sets
 // of four, shared by all threads: the return address (x86-64 user addresses
 // fit in 47 bits) packed with its rule. A miss finds the object containing the
@@ -12,6 +12,12 @@
 // object mapped while it is read; it happens once per return address, and
 // "this address needs the fallback" is cached too.
 //
+// Consecutive walks on a thread mostly share their outer frames, so each
+// thread also keeps its previous walk; a walk that meets it checks that the
+// stack still holds each remembered return address (and saved rbp where it
+// matters) instead of walking those frames again: ~2 ns a frame instead of
+// ~7. Exact: a frame is reused only when the walk would compute it anyway.
+//
 // Only the common frame layouts are handled: CFA = rsp or rbp + offset, the
 // return address at CFA - 8, the caller's rbp unchanged or saved in the frame.
 // Anything else (signal frames, CFA expressions, code without unwind
@@ -19,11 +25,14 @@
 // report failure, and the caller captures that stack with libunwind instead,
 // so stacks are exactly libunwind's either way.
 //
-// Thread-safe. Never allocates from the host heap, takes no lock of its own
-// (a miss takes the loader's, through dl_iterate_phdr, as libunwind does),
-// never faults on a bad stack (every read is checked against the thread's
-// stack bounds) and leaves errno alone. x86-64 only: elsewhere CfiUnwind
-// always reports failure.
+// Thread-safe, but one walk must not interrupt another on the same thread
+// (a signal handler): they would share the thread's memo; the shim's
+// re-entry guard sees to that. Never allocates from the host heap, takes no
+// lock on the hot path (a cache miss takes the loader's, through
+// dl_iterate_phdr, as libunwind does; a thread's first walk the arena's, for
+// its memo), never faults on a bad stack (every read is checked against the
+// thread's stack bounds) and leaves errno alone. x86-64 only: elsewhere
+// CfiUnwind always reports failure.
 #ifndef RETAIN_SHIM_SRC_CFI_UNWINDER_H_
 #define RETAIN_SHIM_SRC_CFI_UNWINDER_H_
 
