@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "arena.h"
@@ -509,6 +510,22 @@ void CfiForgetRules() {
     }
   }
   errno = saved_errno;
+}
+
+uint64_t LoaderUnloadCount() {
+  uint64_t subs = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t size, void* data) {
+        // dlpi_subs exists from glibc 2.4 on; `size` says whether it is there.
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+          *static_cast<uint64_t*>(data) = info->dlpi_subs;
+        } else {
+          *static_cast<uint64_t*>(data) = ~uint64_t{0};  // unknown: always forget
+        }
+        return 1;  // the first object is enough: the counter is global
+      },
+      &subs);
+  return subs;
 }
 
 uint64_t CfiCacheMisses() { return g_misses.load(std::memory_order_relaxed); }

@@ -68,6 +68,11 @@ int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, u
 // may be loaded at the same addresses.
 void CfiForgetRules();
 
+// How many objects the loader has unloaded so far (dl_iterate_phdr's
+// dlpi_subs): compared before and after a dlclose, it tells whether the
+// rules must be forgotten (most dlclose calls only drop a reference).
+uint64_t LoaderUnloadCount();
+
 // Rule-cache lookups that missed (each ran the parser once), for tests.
 uint64_t CfiCacheMisses();
 

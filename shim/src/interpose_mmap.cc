@@ -104,7 +104,9 @@ RETAIN_EXPORT int dlclose(void* handle) noexcept {
     HookScope scope;
     RefreshModules();
   }
+  const uint64_t unloads = LoaderUnloadCount();
   int result = g_real.dlclose(handle);
-  CfiForgetRules();
+  const uint64_t after = LoaderUnloadCount();
+  if (after != unloads || after == ~uint64_t{0}) CfiForgetRules();
   return result;
 }

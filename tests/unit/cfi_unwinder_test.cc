@@ -347,6 +347,21 @@ TEST_F(CfiUnwinderTest, MemoNoticesAChangedCallerInTheMiddle) {
   ExpectAllMatch(40 + 20);
 }
 
+// The dlclose hook forgets the rules only when the loader really unloaded
+// an object: LoaderUnloadCount moves then, and only then.
+TEST_F(CfiUnwinderTest, LoaderUnloadCountMovesWhenAnObjectGoes) {
+  const char* kLibrary = "libresolv.so.2";  // glibc's, not linked by this test
+  if (dlopen(kLibrary, RTLD_NOW | RTLD_NOLOAD) != nullptr) GTEST_SKIP() << "already loaded";
+  const uint64_t before = LoaderUnloadCount();
+  void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) GTEST_SKIP() << dlerror();
+  void* again = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_EQ(dlclose(again), 0);  // drops a reference only
+  EXPECT_EQ(LoaderUnloadCount(), before);
+  ASSERT_EQ(dlclose(handle), 0);
+  EXPECT_GT(LoaderUnloadCount(), before);
+}
+
 // Random sequences of walks: each reuses what it can of the previous one
 // (same outer frames, a different middle, different rbp values at the
 // join) and must still match libunwind frame for frame.
