@@ -6,7 +6,8 @@
 #
 # Configurations (bench/README.md has the details and the latest table):
 #   none            bench_alloc_workload (-O2 -g, no forced frame pointers)
-#   retain          the same under libretain.so, default unwinder (libunwind)
+#   retain          the same under libretain.so, default unwinder (the CFI walker)
+#   retain_libunwind  the same with RETAIN_UNWIND=libunwind
 #   none_fp         bench_alloc_workload_fp (same source, -fno-omit-frame-pointer)
 #   retain_fp       bench_alloc_workload_fp under libretain.so, RETAIN_UNWIND=fp
 #   retain_sampled  bench_alloc_workload under libretain.so, RETAIN_SAMPLE=524288
@@ -79,7 +80,7 @@ else
   trap 'rm -rf "$dir"' EXIT
 fi
 
-configs=(none retain none_fp retain_fp retain_sampled)
+configs=(none retain retain_libunwind none_fp retain_fp retain_sampled)
 if [[ -x "$heaptrack" ]]; then
   configs+=(heaptrack)
   [[ -x "$ht_interpret" ]] || ht_interpret=$(dirname "$(readlink -f "$heaptrack")")/../lib/heaptrack/libexec/heaptrack_interpret
@@ -100,6 +101,7 @@ run_one() {  # config rep
   case $c in
     none) timed "$out" "$prog" "$ops" ;;
     retain) timed "$out" "${retain_env[@]}" "$prog" "$ops" ;;
+    retain_libunwind) timed "$out" "${retain_env[@]}" RETAIN_UNWIND=libunwind "$prog" "$ops" ;;
     none_fp) timed "$out" "$prog_fp" "$ops" ;;
     retain_fp) timed "$out" "${retain_env[@]}" RETAIN_UNWIND=fp "$prog_fp" "$ops" ;;
     retain_sampled) timed "$out" "${retain_env[@]}" RETAIN_SAMPLE="$sample" "$prog" "$ops" ;;
@@ -140,13 +142,17 @@ for r in $(seq "$reps"); do
     out="$dir/$c.$r"
     leak="- - -"
     case $c in
-      retain | retain_fp | retain_sampled)
+      retain | retain_libunwind | retain_fp | retain_sampled)
         end=$(ls "$out"/data/*.1.pb 2>/dev/null | head -1 || true)
         if [[ -n "$end" ]]; then leak=$(retain_leak "$end" || echo "error - -"); else leak="no-snapshot - -"; fi
         # Shim health: frame-pointer walks that broke and fell back to libunwind.
         [[ -n "$end" ]] && "$dump_tool" --json --top 0 "$end" |
           python3 -c 'import json, sys; print(json.load(sys.stdin)["health"]["fp_fallbacks"])' \
-            >"$out/fp_fallbacks" 2>/dev/null || true ;;
+            >"$out/fp_fallbacks" 2>/dev/null || true
+        # And stacks the CFI walker handed to libunwind.
+        [[ -n "$end" ]] && "$dump_tool" --json --top 0 "$end" |
+          python3 -c 'import json, sys; print(json.load(sys.stdin)["health"]["cfi_fallbacks"])' \
+            >"$out/cfi_fallbacks" 2>/dev/null || true ;;
       heaptrack)
         f=$(ls "$out"/data/ht.raw.* 2>/dev/null | head -1 || true)
         if [[ -n "$f" ]]; then
@@ -237,7 +243,8 @@ expected = {x["expected"] for runs in rows.values() for x in runs if x["expected
 truth = int(next(iter(expected))) if len(expected) == 1 else None
 labels = {
     "none": ("no profiler", "–"),
-    "retain": ("retain full (libunwind)", "none"),
+    "retain": ("retain full (CFI walker)", "none"),
+    "retain_libunwind": ("retain full `RETAIN_UNWIND=libunwind`", "none"),
     "none_fp": ("no profiler, fp build", "–"),
     "retain_fp": ("retain `RETAIN_UNWIND=fp`, fp build", "none_fp"),
     "retain_sampled": (f"retain sampled `RETAIN_SAMPLE={sample}`", "none"),
@@ -318,8 +325,12 @@ if calls:
           f"median) / calls")
 if calls and "retain_fp" in rows:
     fb = [int(read(f"retain_fp.{r}/fp_fallbacks", "-1")) for r in range(1, reps + 1)]
-    print(f"retain_fp: frame-pointer walks that broke and fell back to libunwind (shim health "
+    print(f"retain_fp: frame-pointer walks that broke and fell back to the CFI walker (shim health "
           f"fp_fallbacks): median {med(fb):,.0f} per run, {med(fb) / calls * 100:.0f}% of allocation calls")
+if calls and "retain" in rows:
+    fb = [int(read(f"retain.{r}/cfi_fallbacks", "-1")) for r in range(1, reps + 1)]
+    print(f"retain: stacks the CFI walker handed to libunwind (shim health cfi_fallbacks): "
+          f"median {med(fb):,.0f} per run")
 if "heaptrack" in rows and "retain" in rows:
     hw, hc = med([x["wall"] for x in rows["heaptrack"]]), med([x["cpu"] for x in rows["heaptrack"]])
     bw, bc = med([x["wall"] for x in rows["none"]]), med([x["cpu"] for x in rows["none"]])

@@ -209,12 +209,14 @@ void LoadConfig(Config* config) {
     }
   }
 
-  config->unwind = UnwindMode::kLibunwind;
+  config->unwind = UnwindMode::kCfi;
   if (const char* text = getenv("RETAIN_UNWIND"); text != nullptr && *text != '\0') {
     if (strcasecmp(text, "fp") == 0 || strcasecmp(text, "frame-pointer") == 0) {
       config->unwind = UnwindMode::kFramePointer;
-    } else if (strcasecmp(text, "libunwind") != 0) {
-      LogWarning("RETAIN_UNWIND='%.64s' is not libunwind or fp; using libunwind", text);
+    } else if (strcasecmp(text, "libunwind") == 0) {
+      config->unwind = UnwindMode::kLibunwind;
+    } else if (strcasecmp(text, "cfi") != 0) {
+      LogWarning("RETAIN_UNWIND='%.64s' is not cfi, libunwind or fp; using cfi", text);
     }
   }
 

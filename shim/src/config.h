@@ -10,7 +10,7 @@
 
 namespace retain::shim {
 
-enum class UnwindMode { kLibunwind, kFramePointer };
+enum class UnwindMode { kCfi, kLibunwind, kFramePointer };
 enum class ControlKind { kOff, kUnix, kTcp };
 
 struct Config {
@@ -18,7 +18,7 @@ struct Config {
   char dir[1024];
   // RETAIN_SIGNAL: signal number that asks for a snapshot; 0 = none.
   int snapshot_signal;
-  // RETAIN_UNWIND: libunwind (default) or fp.
+  // RETAIN_UNWIND: cfi (default), libunwind or fp (stack_capture.h).
   UnwindMode unwind;
   // RETAIN_DEPTH: frames kept per stack, 1..kMaxDepth. Default 48.
   int depth;

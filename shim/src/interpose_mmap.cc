@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cfi_unwinder.h"
 #include "gpu_runtime_lookup.h"
 #include "interpose.h"
 #include "module_table.h"
@@ -96,13 +97,18 @@ RETAIN_EXPORT void* mremap(void* old_address, size_t old_size, size_t new_size, 
 }
 
 // Modules are re-read before the real dlclose, so a library unloaded before
-// the next snapshot is still in the table to symbolize its stacks.
+// the next snapshot is still in the table to symbolize its stacks. After it,
+// the CFI walker's cached rules go: another library may be loaded at the
+// addresses this one held.
 RETAIN_EXPORT int dlclose(void* handle) noexcept {
   if (HookReady() && g_thread.busy == 0) {
     HookScope scope;
     RefreshModules();
   }
+  const uint64_t unloads = LoaderUnloadCount();
   const int result = g_real.dlclose(handle);
+  const uint64_t after = LoaderUnloadCount();
+  if (after != unloads || after == ~uint64_t{0}) CfiForgetRules();
   if (result == 0) NoteUnload();
   return result;
 }

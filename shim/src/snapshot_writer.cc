@@ -197,7 +197,9 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t
   if (label != nullptr) header.BytesField(12, label, strnlen(label, 127));
   header.UintField(13, next_birth_sequence);
   const Config& config = GetConfig();
-  header.UintField(14, config.unwind == UnwindMode::kFramePointer ? 2 : 1);
+  header.UintField(14, config.unwind == UnwindMode::kFramePointer ? 2
+                       : config.unwind == UnwindMode::kLibunwind  ? 1
+                                                                  : 3);
   header.UintField(15, static_cast<uint64_t>(config.depth));
   header.UintField(16, ForkedFromPid());
   header.UintField(17, ShimStartUnixNs());
@@ -470,6 +472,7 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   for (int i = 0; i < kLiveTableCount; ++i) live_table_bytes += LiveTableAt(i).MemoryBytes();
   health.UintField(14, live_table_bytes);
   health.UintField(15, StackTableBytes());
+  health.UintField(16, CfiFallbacks());
   out.MessageField(8, health);
 }
 

@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "cfi_unwinder.h"
 #include "config.h"
 #include "module_table.h"
 #include "shim_dlsym.h"
@@ -58,6 +59,7 @@ int CollectEarlyFrame(void* context, void* argument) {
 }
 std::atomic<uint64_t> g_unwind_failures;
 std::atomic<uint64_t> g_fp_fallbacks;
+std::atomic<uint64_t> g_cfi_fallbacks;
 
 // Frames captured beyond the kept depth: room for the shim's own frames and
 // one more to know the stack was cut.
@@ -116,16 +118,57 @@ __attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
   return count;
 }
 
+// The CFI unwinder from the hook's caller on: the shim's own frames all keep
+// frame pointers (it is built with -fno-omit-frame-pointer), so they are
+// passed by their rbp chain up to the first return address outside the shim,
+// which gives the registers at the hook's call site. Returns the frame count
+// (no shim frames in it), or -1 when another unwinder must take this stack.
+__attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max) {
+  EnsureStackBounds();
+  const uintptr_t low = g_thread.stack_low;
+  const uintptr_t high = g_thread.stack_high;
+  const uintptr_t shim_begin = ShimCodeBegin();
+  const uintptr_t shim_end = ShimCodeEnd();
+  if (shim_begin == shim_end) return -1;  // the shim's range is not known yet
+  auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  for (int i = 0; i < 64; ++i) {  // the shim never nests that deep: a broken chain
+    if (fp < low || fp > high - 16 || (fp & 7) != 0) return -1;  // e.g. a sigaltstack
+    const auto* frame = reinterpret_cast<const uintptr_t*>(fp);
+    if (frame[1] < shim_begin || frame[1] >= shim_end) {
+      return CfiUnwind(CallerOfFrame(frame), low, high, frames, max);
+    }
+    if (frame[0] <= fp) return -1;
+    fp = frame[0];
+  }
+  return -1;
+}
+
 __attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
+  const UnwindMode mode = GetConfig().unwind;
+  // CFI walks hold no shim frames: depth + 1 of them show a truncation.
+  const int cfi_max = max - kCaptureSlack + 1;
+  if (mode == UnwindMode::kCfi) {
+    int count = CaptureByCfi(frames, cfi_max);
+    if (count >= 0) return count;
+    g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  }
   if (g_unw_backtrace == nullptr && g_early_backtrace != nullptr) {
     EarlyTrace trace{frames, max, 0};
     g_early_backtrace(CollectEarlyFrame, &trace);
     return trace.count;
   }
-  if (GetConfig().unwind == UnwindMode::kFramePointer || g_unw_backtrace == nullptr) {
+  if (mode == UnwindMode::kFramePointer || g_unw_backtrace == nullptr) {
     int count = WalkFramePointers(frames, max);
-    if (count >= 0 || g_unw_backtrace == nullptr) return count < 0 ? 0 : count;
-    g_fp_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    if (count >= 0) return count;
+    if (mode == UnwindMode::kFramePointer) {
+      // Cheaper than libunwind for the usual cause, a runtime built
+      // without frame pointers (libstdc++'s operator new, libc's strdup).
+      g_fp_fallbacks.fetch_add(1, std::memory_order_relaxed);
+      count = CaptureByCfi(frames, cfi_max);
+      if (count >= 0) return count;
+      g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (g_unw_backtrace == nullptr) return 0;
   }
   return g_unw_backtrace(reinterpret_cast<void**>(frames), max);
 }
@@ -181,5 +224,6 @@ __attribute__((noinline)) uint32_t CaptureStackId() {
 
 uint64_t UnwindFailures() { return g_unwind_failures.load(std::memory_order_relaxed); }
 uint64_t FramePointerFallbacks() { return g_fp_fallbacks.load(std::memory_order_relaxed); }
+uint64_t CfiFallbacks() { return g_cfi_fallbacks.load(std::memory_order_relaxed); }
 
 }  // namespace retain::shim

@@ -1,15 +1,21 @@
 // stack_capture: the current thread's call stack as return addresses.
 //
-// Two methods, chosen by RETAIN_UNWIND:
-//  - libunwind (default): unw_backtrace, libunwind's cached fast path (never
+// Three methods, chosen by RETAIN_UNWIND:
+//  - cfi (default): the shim's own DWARF CFI walker with a rule cache
+//    (cfi_unwinder.h), from the hook's caller on. A stack it cannot walk
+//    (signal frames, CFA expressions, code without unwind tables) is
+//    captured with libunwind instead, whole (counted in
+//    ShimHealth.cfi_fallbacks), so its stacks are libunwind's, faster.
+//  - libunwind: unw_backtrace, libunwind's cached fast path (never
 //    the unw_step loop, which makes a system call per frame). libunwind.so.8
 //    is dlopen()ed RTLD_LOCAL by LoadUnwinder(): it exports `backtrace` and
 //    the whole _Unwind_* API, and in the global scope it would replace the
 //    host's C++ exception unwinder.
 //  - fp: a frame-pointer walk, validated against the thread's stack bounds
 //    and the executable ranges of loaded code; where the chain is broken or
-//    starts in a runtime built without frame pointers, libunwind is used for
-//    that capture instead (counted in ShimHealth.fp_fallbacks).
+//    starts in a runtime built without frame pointers, the CFI walker and
+//    then libunwind are used for that capture instead (counted in
+//    ShimHealth.fp_fallbacks).
 // The shim's own frames are dropped; at most RETAIN_DEPTH frames are kept.
 //
 // Call with the re-entry guard held. Never allocates from the host heap
@@ -36,6 +42,7 @@ uint32_t CaptureStackId();
 // Counters for ShimHealth.
 uint64_t UnwindFailures();
 uint64_t FramePointerFallbacks();
+uint64_t CfiFallbacks();
 
 }  // namespace retain::shim
 

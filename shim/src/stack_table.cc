@@ -9,7 +9,7 @@
 namespace retain::shim {
 namespace {
 
-constexpr int kBucketBits = 18;
+constexpr int kBucketBits = 17;  // 1 MiB; the hash -> id cache takes most lookups
 constexpr size_t kBucketCount = size_t{1} << kBucketBits;
 constexpr int kLockCount = 64;
 // Id directory: kDirectorySize pages of kPageEntries entry pointers each.

@@ -46,6 +46,9 @@ struct ThreadState {
   // Bounds of this thread's stack for the frame-pointer walk (0 = unknown).
   uintptr_t stack_low;
   uintptr_t stack_high;
+  // 1 + the index of this thread's slot for the CFI walker's memo of its
+  // previous walk (cfi_unwinder.cc); 0 = none yet.
+  uint32_t cfi_memo_slot;
 };
 
 extern __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));

@@ -54,7 +54,7 @@ TEST_P(AcctBadConfig, OneLineOnStderrAndTheDefaultIsUsed) {
     EXPECT_EQ(many.header().max_depth(), 48u);
   }
   if (variable == "RETAIN_UNWIND") {
-    EXPECT_EQ(many.header().unwind_method(), v1::UNWIND_METHOD_LIBUNWIND);
+    EXPECT_EQ(many.header().unwind_method(), v1::UNWIND_METHOD_CFI);
   }
   if (variable == "RETAIN_MAX_MEMORY") {
     EXPECT_EQ(many.health().arena_cap_bytes(), kDefaultArenaCap);

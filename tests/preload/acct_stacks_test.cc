@@ -6,6 +6,7 @@
 
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,11 +113,11 @@ TEST(AcctStacks, UnwinderStaysIsolated) {
 }
 
 // Proves: with RETAIN_UNWIND=fp on a frame-pointer build, every site row is
-// attributed exactly as with the default libunwind capture: same frames[0]
-// inside the site, same caller frame inside main (compared as offsets).
+// attributed exactly as with libunwind capture: same frames[0] inside the
+// site, same caller frame inside main (compared as offsets).
 TEST(AcctStacks, FramePointerModeAttributesLikeLibunwind) {
   TempDir default_dir, fp_dir;
-  const SitesRun by_default = RunSites(default_dir);
+  const SitesRun by_default = RunSites(default_dir, {{"RETAIN_UNWIND", "libunwind"}});
   const SitesRun by_fp = RunSites(fp_dir, {{"RETAIN_UNWIND", "fp"}});
   ASSERT_EQ(by_default.run.exit_code, 0);
   ASSERT_EQ(by_fp.run.exit_code, 0);
@@ -134,6 +135,55 @@ TEST(AcctStacks, FramePointerModeAttributesLikeLibunwind) {
   const std::map<std::string, std::vector<Allocation>> fp_rows = RowsBySite(by_fp);
   EXPECT_EQ(fp_rows.at("site_a").size(), 7u);
   EXPECT_EQ(fp_rows.at("site_d").size(), 100u);
+}
+
+// Every frame of a stack as "module basename+offset": equal across runs of
+// one binary whatever the load addresses.
+std::vector<std::string> PortableFrames(const v1::Snapshot& s, uint32_t stack_id) {
+  std::vector<std::string> out;
+  for (uint64_t address : FramesOf(s, stack_id)) {
+    std::string name = "?";
+    for (const v1::Module& m : s.modules()) {
+      for (const v1::Segment& segment : m.executable_segments()) {
+        if (segment.start() <= address && address < segment.end()) {
+          std::ostringstream text;
+          text << Basename(m.path()) << "+0x" << std::hex << address - m.load_bias();
+          name = text.str();
+        }
+      }
+    }
+    out.push_back(name);
+  }
+  return out;
+}
+
+// Proves: the default CFI walker (RETAIN_UNWIND=cfi) records, for every
+// site row, the very stack libunwind records (every frame, down through
+// main, libc's start-up and _start), without falling back to libunwind.
+TEST(AcctStacks, CfiModeRecordsLibunwindsStacks) {
+  TempDir cfi_dir, libunwind_dir;
+  const SitesRun by_cfi = RunSites(cfi_dir);
+  const SitesRun by_libunwind = RunSites(libunwind_dir, {{"RETAIN_UNWIND", "libunwind"}});
+  ASSERT_EQ(by_cfi.run.exit_code, 0);
+  ASSERT_EQ(by_libunwind.run.exit_code, 0);
+  EXPECT_EQ(by_cfi.acct.header().unwind_method(), v1::UNWIND_METHOD_CFI);
+  EXPECT_EQ(by_cfi.acct.health().cfi_fallbacks(), 0u);
+  const auto cfi_rows = RowsBySite(by_cfi);
+  const auto libunwind_rows = RowsBySite(by_libunwind);
+  for (const char* site : kSites) {
+    ASSERT_EQ(cfi_rows.count(site), 1u) << site;
+    ASSERT_EQ(libunwind_rows.count(site), 1u) << site;
+    std::set<std::vector<std::string>> want, got;
+    for (const Allocation& row : libunwind_rows.at(site)) {
+      want.insert(PortableFrames(by_libunwind.acct, row.stack_id));
+    }
+    for (const Allocation& row : cfi_rows.at(site)) {
+      got.insert(PortableFrames(by_cfi.acct, row.stack_id));
+    }
+    EXPECT_EQ(got, want) << site;
+    ASSERT_FALSE(got.empty());
+    EXPECT_GT(got.begin()->size(), 3u) << site;  // site, main, libc start-up, _start
+  }
 }
 
 // Proves: RETAIN_DEPTH=4 keeps at most 4 frames in every stack, marks the

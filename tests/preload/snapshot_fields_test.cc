@@ -122,7 +122,7 @@ TEST_F(SnapshotFieldsTest, Header) {
   EXPECT_EQ(h.sequence(), 1u);
   EXPECT_EQ(h.trigger(), v1::TRIGGER_API);
   EXPECT_EQ(h.label(), "fields");
-  EXPECT_EQ(h.unwind_method(), v1::UNWIND_METHOD_LIBUNWIND);
+  EXPECT_EQ(h.unwind_method(), v1::UNWIND_METHOD_CFI);
   EXPECT_EQ(h.max_depth(), 48u);
   EXPECT_EQ(h.forked_from_pid(), 0u);
   EXPECT_EQ(h.sample_interval_bytes(), 0u);

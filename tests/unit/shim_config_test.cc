@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <utility>
+
 #include "config.h"
 
 namespace retain::shim {
@@ -59,10 +61,27 @@ TEST(ConfigTest, DefaultsWithoutEnvironment) {
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
   EXPECT_STREQ(config.dir, ".");
   EXPECT_EQ(config.snapshot_signal, SIGUSR2);
-  EXPECT_EQ(config.unwind, UnwindMode::kLibunwind);
+  EXPECT_EQ(config.unwind, UnwindMode::kCfi);
   EXPECT_EQ(config.depth, kDefaultDepth);
   EXPECT_EQ(config.max_memory, kDefaultMaxMemory);
   EXPECT_FALSE(config.log);
+}
+
+TEST(ConfigTest, UnwindMethods) {
+  const std::pair<const char*, UnwindMode> cases[] = {{"cfi", UnwindMode::kCfi},
+                                                      {"CFI", UnwindMode::kCfi},
+                                                      {"libunwind", UnwindMode::kLibunwind},
+                                                      {"fp", UnwindMode::kFramePointer},
+                                                      {"frame-pointer", UnwindMode::kFramePointer}};
+  for (const auto& [text, mode] : cases) {
+    setenv("RETAIN_UNWIND", text, 1);
+    Config config;
+    testing::internal::CaptureStderr();
+    LoadConfig(&config);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << text;
+    EXPECT_EQ(config.unwind, mode) << text;
+  }
+  unsetenv("RETAIN_UNWIND");
 }
 
 TEST(ConfigTest, ReadsEveryVariable) {
@@ -106,7 +125,7 @@ TEST(ConfigTest, BadValuesWarnOnceAndUseTheDefault) {
     EXPECT_NE(err.find(c.name), std::string::npos) << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
     EXPECT_EQ(config.depth, kDefaultDepth);
-    EXPECT_EQ(config.unwind, UnwindMode::kLibunwind);
+    EXPECT_EQ(config.unwind, UnwindMode::kCfi);
     EXPECT_EQ(config.snapshot_signal, SIGUSR2);
     EXPECT_EQ(config.max_memory, kDefaultMaxMemory);
   }

@@ -220,6 +220,8 @@ std::string UnwindMethodName(v1::UnwindMethod method) {
       return "libunwind";
     case v1::UNWIND_METHOD_FRAME_POINTER:
       return "frame-pointer";
+    case v1::UNWIND_METHOD_CFI:
+      return "cfi";
     default:
       return absl::StrCat("unwind-", static_cast<int>(method));
   }
@@ -306,8 +308,9 @@ std::string FormatDumpText(const v1::Snapshot& snapshot, const DumpOptions& opti
       HumanBytes(health.arena_cap_bytes()),
       health.degraded() ? ", DEGRADED: new allocations counted, not recorded" : "");
   absl::StrAppendFormat(&out, "  dropped records   %u\n", health.dropped_records());
-  absl::StrAppendFormat(&out, "  unwind failures   %u (frame-pointer fallbacks %u)\n",
-                        health.unwind_failures(), health.fp_fallbacks());
+  absl::StrAppendFormat(&out,
+                        "  unwind failures   %u (frame-pointer fallbacks %u, CFI fallbacks %u)\n",
+                        health.unwind_failures(), health.fp_fallbacks(), health.cfi_fallbacks());
   absl::StrAppendFormat(&out, "  reentries skipped %u\n", health.reentries_skipped());
   absl::StrAppendFormat(&out, "  unknown frees     %u\n", health.unknown_frees());
   absl::StrAppendFormat(&out, "  bootstrap bytes   %u\n", health.bootstrap_bytes());
@@ -429,6 +432,7 @@ std::string FormatDumpJson(const v1::Snapshot& snapshot, const DumpOptions& opti
       {"bootstrap_bytes", Num(health.bootstrap_bytes())},
       {"stacks_interned", Num(health.stacks_interned())},
       {"fp_fallbacks", Num(health.fp_fallbacks())},
+      {"cfi_fallbacks", Num(health.cfi_fallbacks())},
       {"previous_write_us", Num(health.previous_write_us())},
   });
   std::vector<std::string> top_json;
