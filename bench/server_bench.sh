@@ -6,7 +6,7 @@
 #   bash bench/server_bench.sh [REQUESTS=300] [REPETITIONS=3]
 #
 # Configurations: none (no profiler), retain (libretain.so, defaults: full
-# tracking, libunwind, HTTP request tagging), retain_sampled
+# tracking, the default CFI unwinder, HTTP request tagging), retain_sampled
 # (RETAIN_SAMPLE=524288). Every repetition starts each configuration once, in
 # an order rotated per repetition: the server on a free loopback port
 # (--port 0; the port is read from its "listening on" line) with
@@ -140,7 +140,7 @@ print()
 print("| configuration | server CPU ms/request, median (min–max) | server CPU × | client wall s, median (min–max) "
       "| requests/s | wall × | server VmHWM MB | snapshots |")
 print("|---|---|---|---|---|---|---|---|")
-labels = {"none": "no profiler", "retain": "retain full (libunwind, HTTP tagging)",
+labels = {"none": "no profiler", "retain": "retain full (CFI walker, HTTP tagging)",
           "retain_sampled": f"retain sampled `RETAIN_SAMPLE={sample}`"}
 failed = False
 for c, label in labels.items():
