@@ -6,9 +6,7 @@
 #include <atomic>
 
 #include "birth_sequence.h"
-#include "process_info.h"
 #include "recorder.h"
-#include "tag_table.h"
 
 namespace retain::shim {
 namespace {
@@ -25,17 +23,8 @@ void RecordGpuAlloc(GpuApi api, uintptr_t handle, uint64_t size, Kind kind, uint
   if (handle == 0) return;
   int saved = errno;
   BusyScope busy;  // stack capture and the tables may allocate through hooks
-  LiveRecord record{};
-  record.address = handle;
-  record.size = size;
-  record.kind = kind;
+  LiveRecord record = NewRecord(handle, size, kind);
   record.flags = flags;
-  record.stack_id = CaptureForRecord();
-  record.thread_id = CurrentThreadId();
-  record.birth_time_us = MicrosSinceStart();
-  Attribution rule;
-  record.tag_id = AttributeAllocation(size, &rule);
-  record.attribution = static_cast<uint8_t>(rule);
   GpuTable(api).Insert(record, Births());
   errno = saved;
 }

@@ -45,18 +45,23 @@ uint32_t CaptureForRecord() {
   return id;
 }
 
-void RecordHeapAlloc(void* pointer, size_t size) {
-  int saved = errno;
+LiveRecord NewRecord(uintptr_t address, uint64_t size, Kind kind) {
   LiveRecord record{};
-  record.address = reinterpret_cast<uintptr_t>(pointer);
+  record.address = address;
   record.size = size;
-  record.kind = HostKind(Kind::kHeap);
+  record.kind = kind;
   record.stack_id = CaptureStackId();
   record.thread_id = CurrentThreadId();
   record.birth_time_us = MicrosSinceStart();
   Attribution rule;
   record.tag_id = AttributeAllocation(size, &rule);
   record.attribution = static_cast<uint8_t>(rule);
+  return record;
+}
+
+void RecordHeapAlloc(void* pointer, size_t size) {
+  int saved = errno;
+  LiveRecord record = NewRecord(reinterpret_cast<uintptr_t>(pointer), size, HostKind(Kind::kHeap));
   if (g_sample_interval != 0) SampledInsert(record.address);
   g_heap.Insert(record, g_births);
   errno = saved;

@@ -35,6 +35,11 @@ void RecordUnmapping(void* address, size_t length);
 // Captures the current stack for a record (0 when unavailable).
 uint32_t CaptureForRecord();
 
+// A record of `size` bytes at `address` made now on this thread: its stack,
+// thread, time and request tag (the birth number is the table's to give).
+// Clobbers errno.
+LiveRecord NewRecord(uintptr_t address, uint64_t size, Kind kind);
+
 // The live heap records.
 LiveTable& HeapTable();
 
