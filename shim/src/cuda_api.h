@@ -8,8 +8,8 @@
 // CUmemGenericAllocationHandle are unsigned long long, streams and the
 // allocation properties are opaque pointers here. cuda.h #defines the
 // versioned names (cuMemAlloc -> cuMemAlloc_v2, cuMemFree -> cuMemFree_v2,
-// cuMemAllocHost -> cuMemAllocHost_v2, cuGetProcAddress ->
-// cuGetProcAddress_v2); the shim uses the real ABI names.
+// cuMemAllocHost -> cuMemAllocHost_v2, cuMemAllocPitch -> cuMemAllocPitch_v2,
+// cuGetProcAddress -> cuGetProcAddress_v2); the shim uses the real ABI names.
 //
 // Header-only, no code.
 #ifndef RETAIN_SHIM_SRC_CUDA_API_H_
@@ -28,6 +28,7 @@ inline constexpr CUresult kCudaErrorNotInitialized = 3;  // CUDA_ERROR_NOT_INITI
 using CUdeviceptr = unsigned long long;                   // CUdeviceptr_v2 on 64-bit
 using CUmemGenericAllocationHandle = unsigned long long;  // _v1
 using CUstream = void*;                                   // struct CUstream_st*
+using CUmemoryPool = void*;                               // struct CUmemPoolHandle_st*
 using CUmemAllocationProp = void;                         // struct CUmemAllocationProp_st
 using cuuint64_t = uint64_t;
 using CUdriverProcAddressQueryResult = int;  // enum
@@ -53,6 +54,12 @@ using CuMemUnmapFn = CUresult (*)(CUdeviceptr ptr, size_t size);  // 10020
 using CuMemAllocAsyncFn = CUresult (*)(CUdeviceptr* dptr, size_t bytesize,
                                        CUstream stream);                   // 11020 (+_ptsz)
 using CuMemFreeAsyncFn = CUresult (*)(CUdeviceptr dptr, CUstream stream);  // 11020 (+_ptsz)
+using CuMemAllocPitchFn = CUresult (*)(CUdeviceptr* dptr, size_t* pitch, size_t width_in_bytes,
+                                       size_t height,
+                                       unsigned int element_size_bytes);  // _v2, 3020
+using CuMemAllocFromPoolAsyncFn = CUresult (*)(CUdeviceptr* dptr, size_t bytesize,
+                                               CUmemoryPool pool,
+                                               CUstream stream);  // 11020 (+_ptsz)
 using CuGetProcAddressFn = CUresult (*)(const char* symbol, void** pfn, int cuda_version,
                                         cuuint64_t flags);  // 11030
 using CuGetProcAddressV2Fn = CUresult (*)(const char* symbol, void** pfn, int cuda_version,
@@ -64,6 +71,7 @@ using cudaError_t = int;                                      // enum cudaError
 inline constexpr cudaError_t kCudartSuccess = 0;              // cudaSuccess
 inline constexpr cudaError_t kCudartErrorInitialization = 3;  // cudaErrorInitializationError
 using cudaStream_t = void*;                                   // struct CUstream_st*
+using cudaMemPool_t = void*;                                  // struct CUmemPoolHandle_st*
 
 using CudaMallocFn = cudaError_t (*)(void** dev_ptr, size_t size);
 using CudaFreeFn = cudaError_t (*)(void* dev_ptr);
@@ -73,6 +81,10 @@ using CudaFreeHostFn = cudaError_t (*)(void* ptr);
 using CudaMallocManagedFn = cudaError_t (*)(void** dev_ptr, size_t size, unsigned int flags);
 using CudaMallocAsyncFn = cudaError_t (*)(void** dev_ptr, size_t size, cudaStream_t stream);
 using CudaFreeAsyncFn = cudaError_t (*)(void* dev_ptr, cudaStream_t stream);
+using CudaMallocPitchFn = cudaError_t (*)(void** dev_ptr, size_t* pitch, size_t width,
+                                          size_t height);
+using CudaMallocFromPoolAsyncFn = cudaError_t (*)(void** ptr, size_t size, cudaMemPool_t mem_pool,
+                                                  cudaStream_t stream);
 
 }  // namespace retain::shim::cuda
 

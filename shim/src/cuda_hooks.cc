@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include <atomic>
+#include <cstdint>
+#include <type_traits>
 
 #include "gpu_recorder.h"
 #include "gpu_runtime_lookup.h"
@@ -84,6 +86,10 @@ constexpr EntryInfo kEntries[] = {
      RETAIN_CUDA_WRAPPERS(MallocAsync, CudaEntry::kCudaMallocAsync)},
     {CudaEntry::kCudaFreeAsync, "cudaFreeAsync", "cudaFreeAsync_ptsz", nullptr, 0,
      RETAIN_CUDA_WRAPPERS(FreeAsync, CudaEntry::kCudaFreeAsync)},
+    {CudaEntry::kCudaMallocPitch, "cudaMallocPitch", nullptr, nullptr, 0,
+     RETAIN_CUDA_WRAPPERS(MallocPitch, CudaEntry::kCudaMallocPitch)},
+    {CudaEntry::kCudaMallocFromPoolAsync, "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",
+     nullptr, 0, RETAIN_CUDA_WRAPPERS(MallocFromPoolAsync, CudaEntry::kCudaMallocFromPoolAsync)},
     {CudaEntry::kCuMemAlloc, "cuMemAlloc_v2", nullptr, "cuMemAlloc", 3020,
      RETAIN_CUDA_WRAPPERS(MemAlloc, CudaEntry::kCuMemAlloc)},
     {CudaEntry::kCuMemFree, "cuMemFree_v2", nullptr, "cuMemFree", 3020,
@@ -108,6 +114,11 @@ constexpr EntryInfo kEntries[] = {
      RETAIN_CUDA_WRAPPERS(MemAllocAsync, CudaEntry::kCuMemAllocAsync)},
     {CudaEntry::kCuMemFreeAsync, "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemFreeAsync", 0,
      RETAIN_CUDA_WRAPPERS(MemFreeAsync, CudaEntry::kCuMemFreeAsync)},
+    {CudaEntry::kCuMemAllocPitch, "cuMemAllocPitch_v2", nullptr, "cuMemAllocPitch", 3020,
+     RETAIN_CUDA_WRAPPERS(MemAllocPitch, CudaEntry::kCuMemAllocPitch)},
+    {CudaEntry::kCuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+     "cuMemAllocFromPoolAsync", 0,
+     RETAIN_CUDA_WRAPPERS(MemAllocFromPoolAsync, CudaEntry::kCuMemAllocFromPoolAsync)},
     {CudaEntry::kCuGetProcAddress, "cuGetProcAddress", nullptr, "cuGetProcAddress", 11030,
      RETAIN_CUDA_WRAPPERS(GetProcAddress, CudaEntry::kCuGetProcAddress)},
     {CudaEntry::kCuGetProcAddressV2, "cuGetProcAddress_v2", nullptr, "cuGetProcAddress", 12000,
@@ -140,13 +151,34 @@ uintptr_t Key(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer)
 uintptr_t Key(unsigned long long value) { return static_cast<uintptr_t>(value); }
 
 // An allocation call: `call` runs the real function; on success (0 for
-// both APIs) the key it stored in *out is recorded.
-template <typename R, typename Out, typename Call>
-R Allocate(Call call, const Out* out, uint64_t size, Kind kind, unsigned int flags) {
+// both APIs) the key it stored in *out is recorded with `size`: the byte
+// count, or a callable that computes it once the call has succeeded (the
+// pitched calls only know their size from the pitch they return).
+template <typename R, typename Out, typename Call, typename Size>
+R Allocate(Call call, const Out* out, Size size, Kind kind, unsigned int flags) {
   GpuCall guard;
   R result = call();
-  if (guard.records() && result == 0 && out != nullptr) Record(Key(*out), size, kind, flags);
+  if (guard.records() && result == 0 && out != nullptr) {
+    if constexpr (std::is_invocable_v<Size>) {
+      Record(Key(*out), size(), kind, flags);
+    } else {
+      Record(Key(*out), size, kind, flags);
+    }
+  }
   return result;
+}
+
+// The bytes of a pitched allocation: *pitch rows of `height`, saturating
+// at UINT64_MAX (a size that large cannot have succeeded; the record still
+// says "huge" rather than wrapping to a small number). 0 without a pitch.
+uint64_t PitchedBytes(const size_t* pitch, size_t height) {
+  if (pitch == nullptr) return 0;
+  uint64_t bytes;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(*pitch), static_cast<uint64_t>(height),
+                             &bytes)) {
+    return UINT64_MAX;
+  }
+  return bytes;
 }
 
 // A release: the record is taken out before the real call (the driver may
@@ -295,6 +327,18 @@ cudaError_t FreeAsync(CudaFreeAsyncFn real, void* dev_ptr, cudaStream_t stream) 
   return Release<cudaError_t>([&] { return real(dev_ptr, stream); }, Key(dev_ptr));
 }
 
+cudaError_t MallocPitch(CudaMallocPitchFn real, void** dev_ptr, size_t* pitch, size_t width,
+                        size_t height) {
+  return Allocate<cudaError_t>([&] { return real(dev_ptr, pitch, width, height); }, dev_ptr,
+                               [&] { return PitchedBytes(pitch, height); }, Kind::kCudaDevice, 0);
+}
+
+cudaError_t MallocFromPoolAsync(CudaMallocFromPoolAsyncFn real, void** ptr, size_t size,
+                                cudaMemPool_t mem_pool, cudaStream_t stream) {
+  return Allocate<cudaError_t>([&] { return real(ptr, size, mem_pool, stream); }, ptr, size,
+                               Kind::kCudaDevice, 0);
+}
+
 CUresult MemAlloc(CuMemAllocFn real, CUdeviceptr* dptr, size_t bytesize) {
   return Allocate<CUresult>([&] { return real(dptr, bytesize); }, dptr, bytesize, Kind::kCudaDevice,
                             0);
@@ -352,6 +396,19 @@ CUresult MemAllocAsync(CuMemAllocAsyncFn real, CUdeviceptr* dptr, size_t bytesiz
 
 CUresult MemFreeAsync(CuMemFreeAsyncFn real, CUdeviceptr dptr, CUstream stream) {
   return Release<CUresult>([&] { return real(dptr, stream); }, Key(dptr));
+}
+
+CUresult MemAllocPitch(CuMemAllocPitchFn real, CUdeviceptr* dptr, size_t* pitch,
+                       size_t width_in_bytes, size_t height, unsigned int element_size_bytes) {
+  return Allocate<CUresult>(
+      [&] { return real(dptr, pitch, width_in_bytes, height, element_size_bytes); }, dptr,
+      [&] { return PitchedBytes(pitch, height); }, Kind::kCudaDevice, 0);
+}
+
+CUresult MemAllocFromPoolAsync(CuMemAllocFromPoolAsyncFn real, CUdeviceptr* dptr, size_t bytesize,
+                               CUmemoryPool pool, CUstream stream) {
+  return Allocate<CUresult>([&] { return real(dptr, bytesize, pool, stream); }, dptr, bytesize,
+                            Kind::kCudaDevice, 0);
 }
 
 CUresult GetProcAddress(CuGetProcAddressFn real, const char* symbol, void** pfn, int cuda_version,

@@ -22,7 +22,9 @@
 // that fails records nothing and returns exactly what the real one returned.
 //
 // Kinds (proto/retain.proto): cuda-device (cudaMalloc, cudaMallocAsync,
-// cuMemAlloc_v2, cuMemAllocAsync, cuMemCreate), cuda-host (cudaMallocHost,
+// cudaMallocFromPoolAsync, cudaMallocPitch, cuMemAlloc_v2, cuMemAllocAsync,
+// cuMemAllocFromPoolAsync, cuMemAllocPitch_v2, cuMemCreate; the pitched
+// calls' size is *pitch * height, saturating), cuda-host (cudaMallocHost,
 // cudaHostAlloc, cuMemAllocHost_v2, cuMemHostAlloc; flags = the call's flags
 // argument, low 16 bits), cuda-managed (cudaMallocManaged, cuMemAllocManaged).
 // All in the GpuApi::kCuda table, keyed by the pointer returned, except
@@ -51,6 +53,8 @@ enum class CudaEntry : int {
   kCudaMallocManaged,
   kCudaMallocAsync,
   kCudaFreeAsync,
+  kCudaMallocPitch,
+  kCudaMallocFromPoolAsync,
   kCuMemAlloc,
   kCuMemFree,
   kCuMemAllocHost,
@@ -63,6 +67,8 @@ enum class CudaEntry : int {
   kCuMemUnmap,
   kCuMemAllocAsync,
   kCuMemFreeAsync,
+  kCuMemAllocPitch,
+  kCuMemAllocFromPoolAsync,
   kCuGetProcAddress,
   kCuGetProcAddressV2,
   kCount,
@@ -73,12 +79,12 @@ inline constexpr int kCudaWrapperSlots = 4;
 // The entry point whose real function a dlsym(library handle, `name`) result
 // is: the ABI names (cudaMalloc, cuMemAlloc_v2, cuGetProcAddress_v2, and the
 // _ptsz variants of the async calls). -1 for any other name (including the
-// 32-bit v1 ABI names cuMemAlloc, cuMemFree, cuMemAllocHost).
+// 32-bit v1 ABI names cuMemAlloc, cuMemFree, cuMemAllocHost, cuMemAllocPitch).
 int CudaEntryForSymbol(const char* name);
 
 // The entry point cuGetProcAddress(`symbol`, ..., `cuda_version`, ...)
 // returns: symbol is the base name ("cuMemAlloc"), and the version selects
-// the ABI: cuMemAlloc/cuMemFree/cuMemAllocHost from 3020 (the _v2 ABI;
+// the ABI: cuMemAlloc/cuMemFree/cuMemAllocHost/cuMemAllocPitch from 3020 (the _v2 ABI;
 // before, the 32-bit v1 ABI, not wrapped), cuGetProcAddress from 12000 the
 // _v2 ABI (five arguments), from 11030 the first. An exact ABI name is
 // accepted too. -1 when not a wrapped entry point.
@@ -105,6 +111,10 @@ cudaError_t MallocManaged(CudaMallocManagedFn real, void** dev_ptr, size_t size,
                           unsigned int flags);
 cudaError_t MallocAsync(CudaMallocAsyncFn real, void** dev_ptr, size_t size, cudaStream_t stream);
 cudaError_t FreeAsync(CudaFreeAsyncFn real, void* dev_ptr, cudaStream_t stream);
+cudaError_t MallocPitch(CudaMallocPitchFn real, void** dev_ptr, size_t* pitch, size_t width,
+                        size_t height);
+cudaError_t MallocFromPoolAsync(CudaMallocFromPoolAsyncFn real, void** ptr, size_t size,
+                                cudaMemPool_t mem_pool, cudaStream_t stream);
 CUresult MemAlloc(CuMemAllocFn real, CUdeviceptr* dptr, size_t bytesize);
 CUresult MemFree(CuMemFreeFn real, CUdeviceptr dptr);
 CUresult MemAllocHost(CuMemAllocHostFn real, void** pp, size_t bytesize);
@@ -120,6 +130,10 @@ CUresult MemMap(CuMemMapFn real, CUdeviceptr ptr, size_t size, size_t offset,
 CUresult MemUnmap(CuMemUnmapFn real, CUdeviceptr ptr, size_t size);
 CUresult MemAllocAsync(CuMemAllocAsyncFn real, CUdeviceptr* dptr, size_t bytesize, CUstream stream);
 CUresult MemFreeAsync(CuMemFreeAsyncFn real, CUdeviceptr dptr, CUstream stream);
+CUresult MemAllocPitch(CuMemAllocPitchFn real, CUdeviceptr* dptr, size_t* pitch,
+                       size_t width_in_bytes, size_t height, unsigned int element_size_bytes);
+CUresult MemAllocFromPoolAsync(CuMemAllocFromPoolAsyncFn real, CUdeviceptr* dptr, size_t bytesize,
+                               CUmemoryPool pool, CUstream stream);
 CUresult GetProcAddress(CuGetProcAddressFn real, const char* symbol, void** pfn, int cuda_version,
                         cuuint64_t flags);
 CUresult GetProcAddressV2(CuGetProcAddressV2Fn real, const char* symbol, void** pfn,

@@ -63,6 +63,18 @@ RETAIN_EXPORT cudaError_t cudaFreeAsync(void* dev_ptr, cudaStream_t stream) {
   RETAIN_CUDART_HOOK(kCudaFreeAsync, CudaFreeAsyncFn, FreeAsync, dev_ptr, stream);
 }
 
+RETAIN_EXPORT cudaError_t cudaMallocPitch(void** dev_ptr, size_t* pitch, size_t width,
+                                          size_t height) {
+  RETAIN_CUDART_HOOK(kCudaMallocPitch, CudaMallocPitchFn, MallocPitch, dev_ptr, pitch, width,
+                     height);
+}
+
+RETAIN_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t mem_pool,
+                                                  cudaStream_t stream) {
+  RETAIN_CUDART_HOOK(kCudaMallocFromPoolAsync, CudaMallocFromPoolAsyncFn, MallocFromPoolAsync, ptr,
+                     size, mem_pool, stream);
+}
+
 RETAIN_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   RETAIN_CUDA_DRIVER_HOOK(kCuMemAlloc, CuMemAllocFn, MemAlloc, dptr, bytesize);
 }
@@ -113,6 +125,18 @@ RETAIN_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstr
 
 RETAIN_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
   RETAIN_CUDA_DRIVER_HOOK(kCuMemFreeAsync, CuMemFreeAsyncFn, MemFreeAsync, dptr, stream);
+}
+
+RETAIN_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width_in_bytes,
+                                          size_t height, unsigned int element_size_bytes) {
+  RETAIN_CUDA_DRIVER_HOOK(kCuMemAllocPitch, CuMemAllocPitchFn, MemAllocPitch, dptr, pitch,
+                          width_in_bytes, height, element_size_bytes);
+}
+
+RETAIN_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize,
+                                               CUmemoryPool pool, CUstream stream) {
+  RETAIN_CUDA_DRIVER_HOOK(kCuMemAllocFromPoolAsync, CuMemAllocFromPoolAsyncFn,
+                          MemAllocFromPoolAsync, dptr, bytesize, pool, stream);
 }
 
 RETAIN_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version,

@@ -30,6 +30,7 @@ using proc::FirstFrame;
 
 constexpr uint64_t kDriverBookkeeping = 4242;  // FAKE_CUDA_DRIVER_BOOKKEEPING
 constexpr uint64_t kRuntimeContext = 3131;     // FAKE_CUDART_CONTEXT_BYTES
+constexpr uint64_t kPitchAlignment = 512;      // FAKE_CUDA_PITCH_ALIGNMENT
 
 struct Range {
   uint64_t begin = 0;
@@ -193,11 +194,18 @@ TEST(CudaFakeRuntime, EveryAllocationRecordedOnceWithSizeKindAndStack) {
       {"cudaHostAlloc", 0, 100003, v1::KIND_CUDA_HOST, 2, "RuntimeHost"},
       {"cudaMallocManaged", 0, 300007, v1::KIND_CUDA_MANAGED, 0, "RuntimeManaged"},
       {"cudaMallocAsync", 0, 77773, v1::KIND_CUDA_DEVICE, 0, "RuntimeAsync"},
+      // Pitched: *pitch * height, the pitch the fake returned (1000 -> 1024).
+      {"cudaMallocPitch", 0, 2 * kPitchAlignment * 37, v1::KIND_CUDA_DEVICE, 0,
+       "RuntimePitchAndPool"},
+      {"cudaMallocFromPoolAsync", 0, 99991, v1::KIND_CUDA_DEVICE, 0, "RuntimePitchAndPool"},
       {"cuMemAlloc_v2", 0, 123457, v1::KIND_CUDA_DEVICE, 0, "DriverDirect"},
       {"cuMemHostAlloc", 0, 22222, v1::KIND_CUDA_HOST, 3, "DriverDirect"},
       {"cuMemAllocHost_v2", 0, 33333, v1::KIND_CUDA_HOST, 0, "DriverDirect"},
       {"cuMemAllocManaged", 0, 44444, v1::KIND_CUDA_MANAGED, 0, "DriverDirect"},
       {"cuMemAllocAsync", 0, 55555, v1::KIND_CUDA_DEVICE, 0, "DriverDirect"},
+      {"cuMemAllocPitch_v2", 0, 4 * kPitchAlignment * 11, v1::KIND_CUDA_DEVICE, 0,
+       "DriverPitchAndPool"},
+      {"cuMemAllocFromPoolAsync", 0, 12121, v1::KIND_CUDA_DEVICE, 0, "DriverPitchAndPool"},
       // The physical allocation, keyed by its handle; cuMemMap adds nothing.
       {"cuMemCreate", 0, 2097152, v1::KIND_CUDA_DEVICE, 0, "DriverVirtualMemory"},
   };
@@ -207,22 +215,23 @@ TEST(CudaFakeRuntime, EveryAllocationRecordedOnceWithSizeKindAndStack) {
   ExpectTotalsMatchRows(snapshot, expected);
   // Counted once: the runtime's nested driver calls add no record, and the
   // allocated/freed counts are the program's calls (freed: cudaFree,
-  // cudaFreeAsync, cuMemFree_v2, cuMemRelease; cudaFreeHost), failures none.
-  EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_DEVICE).allocated_count(), 5u + 4u);
-  EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_DEVICE).freed_count(), 4u);
+  // cudaFreeAsync, cuMemFree_v2, cuMemRelease, and of the pitched and pool
+  // ones cudaFree, cudaFreeAsync, cudaFree; cudaFreeHost), failures none.
+  EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_DEVICE).allocated_count(), 9u + 4u + 3u);
+  EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_DEVICE).freed_count(), 4u + 3u);
   EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_HOST).allocated_count(), 4u + 1u);
   EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_HOST).freed_count(), 1u);
   EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_MANAGED).allocated_count(), 2u);
   EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_MANAGED).freed_count(), 0u);
-  // The fakes' own host memory: 11 live driver blocks and the runtime's
+  // The fakes' own host memory: 15 live driver blocks and the runtime's
   // context, all gpu-driver-host.
-  ExpectBookkeepingIsDriverHost(snapshot, 11, 0);
+  ExpectBookkeepingIsDriverHost(snapshot, 15, 0);
   EXPECT_EQ(proc::AllocationsOfSize(snapshot, kRuntimeContext).size(), 1u);
   for (const tool::Allocation& row : proc::AllocationsOfSize(snapshot, kRuntimeContext)) {
     EXPECT_EQ(row.kind, v1::KIND_GPU_DRIVER_HOST);
   }
   EXPECT_EQ(LiveBytes(snapshot, v1::KIND_GPU_DRIVER_HOST),
-            11 * kDriverBookkeeping + kRuntimeContext);
+            15 * kDriverBookkeeping + kRuntimeContext);
 }
 
 // --- The static-runtime route (dlsym + cuGetProcAddress), on the fake. -----
@@ -235,8 +244,8 @@ TEST(CudaFakeDriverApi, DlsymAndGetProcAddressPointersRecordEveryAllocationOnce)
   EXPECT_EQ(ComparableOutput(shimmed.run.stdout_data), ComparableOutput(plain.run.stdout_data));
   EXPECT_EQ(shimmed.run.stderr_data, plain.run.stderr_data);
   // Function pointer identity survives the wrapping.
-  for (const char* same :
-       {"same alloc=1", "same free=1", "same get_proc_v2=1", "same dlsym_again=1"}) {
+  for (const char* same : {"same alloc=1", "same free=1", "same get_proc_v2=1",
+                           "same dlsym_again=1", "same alloc_pitch=1"}) {
     EXPECT_NE(shimmed.run.stdout_data.find(same), std::string::npos) << same;
   }
 
@@ -248,15 +257,24 @@ TEST(CudaFakeDriverApi, DlsymAndGetProcAddressPointersRecordEveryAllocationOnce)
       {"proc:cuMemAllocAsync", 0, 77777, v1::KIND_CUDA_DEVICE, 0, "ThroughProcAddress"},
       {"proc:cuMemAllocAsync_ptsz", 0, 88888, v1::KIND_CUDA_DEVICE, 0, "ThroughProcAddress"},
       {"proc:cuMemCreate", 0, 4194304, v1::KIND_CUDA_DEVICE, 0, "ThroughVirtualMemory"},
+      // Pitched: *pitch * height (3000 -> 3072, 513 -> 1024).
+      {"proc:cuMemAllocPitch", 0, 6 * kPitchAlignment * 7, v1::KIND_CUDA_DEVICE, 0,
+       "ThroughPitchAndPool"},
+      {"dlsym:cuMemAllocPitch_v2", 0, 2 * kPitchAlignment * 5, v1::KIND_CUDA_DEVICE, 0,
+       "ThroughPitchAndPool"},
+      {"proc:cuMemAllocFromPoolAsync", 0, 65432, v1::KIND_CUDA_DEVICE, 0, "ThroughPitchAndPool"},
+      {"proc:cuMemAllocFromPoolAsync_ptsz", 0, 54321, v1::KIND_CUDA_DEVICE, 0,
+       "ThroughPitchAndPool"},
   };
   ExpectCudaRecords(shimmed, expected);
   ASSERT_EQ(shimmed.snapshots.size(), 1u);
   const v1::Snapshot& snapshot = shimmed.snapshots[0];
   ExpectTotalsMatchRows(snapshot, expected);
-  // Allocated: the 7 live ones, dlsym's freed 2222, proc's freed host 5555,
-  // the freed _ptsz 9999 and 1212, the released 1 MiB handle.
-  EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_DEVICE).allocated_count(), 5u + 4u);
-  EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_DEVICE).freed_count(), 4u);
+  // Allocated: the 11 live ones, dlsym's freed 2222, proc's freed host 5555,
+  // the freed _ptsz 9999 and 1212, the released 1 MiB handle, the freed
+  // pool 7070 and pitched 10x10.
+  EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_DEVICE).allocated_count(), 9u + 4u + 2u);
+  EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_DEVICE).freed_count(), 4u + 2u);
   EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_HOST).allocated_count(), 2u);
   EXPECT_EQ(TotalsFor(snapshot, v1::KIND_CUDA_HOST).freed_count(), 1u);
   // The v1 ABI (cudaVersion 2000) is handed out unwrapped: its allocation
@@ -266,7 +284,7 @@ TEST(CudaFakeDriverApi, DlsymAndGetProcAddressPointersRecordEveryAllocationOnce)
   for (const tool::Allocation& row : CudaRows(snapshot)) {
     EXPECT_NE(row.size, 12345u) << "v1 allocation at 0x" << std::hex << v1_pointer;
   }
-  ExpectBookkeepingIsDriverHost(snapshot, 7, 1);
+  ExpectBookkeepingIsDriverHost(snapshot, 11, 1);
 }
 
 // --- dlsym transparency. ---------------------------------------------------
