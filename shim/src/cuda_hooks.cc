@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "gpu_hook.h"
 #include "gpu_recorder.h"
 #include "gpu_runtime_lookup.h"
 #include "interpose.h"
@@ -181,33 +182,10 @@ uint64_t PitchedBytes(const size_t* pitch, size_t height) {
   return bytes;
 }
 
-// A release: the record is taken out before the real call (the driver may
-// hand the same pointer to another thread as soon as it is freed) and put
-// back if the call fails.
+// A release: see ReleaseGpu.
 template <typename R, typename Call>
 R Release(Call call, uintptr_t key) {
-  GpuCall guard;
-  if (!guard.records() || key == 0 || !HookReady()) return call();
-  int saved = errno;
-  LiveRecord record;
-  bool had_record;
-  {
-    BusyScope busy;
-    had_record = TakeGpuRecord(GpuApi::kCuda, key, &record);
-  }
-  errno = saved;
-  R result = call();
-  if (had_record) {
-    saved = errno;
-    BusyScope busy;
-    if (result == 0) {
-      CompleteGpuFree(GpuApi::kCuda, record);
-    } else {
-      RestoreGpuRecord(GpuApi::kCuda, record);
-    }
-    errno = saved;
-  }
-  return result;
+  return ReleaseGpu(GpuApi::kCuda, key, call);
 }
 
 // cuGetProcAddress's result: the entry point's wrapper in place of the real

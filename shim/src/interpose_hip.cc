@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "gpu_hook.h"
 #include "gpu_recorder.h"
 #include "gpu_runtime_lookup.h"
 #include "hip_api.h"
@@ -104,26 +105,10 @@ hipError_t Allocate(RealCall real, Result result) {
   return error;
 }
 
-// A release: the record is taken out before the real call (another thread
-// may be handed the same address the moment it returns) and put back if
-// the runtime refuses.
+// A release: see ReleaseGpu.
 template <typename RealCall>
 hipError_t Release(uintptr_t handle, RealCall real) {
-  GpuCall call;
-  LiveRecord taken;
-  const bool had = call.records() && HookReady() && TakeGpuRecord(GpuApi::kHip, handle, &taken);
-  hipError_t error = real();
-  if (had) {
-    const int saved = errno;
-    if (error == hipSuccess) {
-      CompleteGpuFree(GpuApi::kHip, taken);
-    } else {
-      BusyScope busy;
-      RestoreGpuRecord(GpuApi::kHip, taken);
-    }
-    errno = saved;
-  }
-  return error;
+  return ReleaseGpu(GpuApi::kHip, handle, real);
 }
 
 uintptr_t Address(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer); }

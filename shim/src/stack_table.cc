@@ -57,25 +57,27 @@ uint64_t HashFrames(const uintptr_t* frames, int depth, bool truncated) {
 // interning fails fast (id 0) instead of taking the setup lock every time.
 std::atomic<bool> g_setup_failed;
 
-std::atomic<StackEntry*>* Buckets() {
-  std::atomic<StackEntry*>* buckets = g_buckets.load(std::memory_order_acquire);
-  if (buckets != nullptr || g_setup_failed.load(std::memory_order_relaxed)) return buckets;
+// The array behind `slot`, mapped on first use (`count` elements of T;
+// untouched pages cost no memory, they fill in as stacks arrive).
+template <typename T>
+T* MapOnce(std::atomic<T*>& slot, size_t count) {
+  T* array = slot.load(std::memory_order_acquire);
+  if (array != nullptr || g_setup_failed.load(std::memory_order_relaxed)) return array;
   SpinLockHolder hold(g_bucket_setup_lock);
-  buckets = g_buckets.load(std::memory_order_acquire);
-  if (buckets == nullptr) {
-    // Untouched pages cost no memory: the array fills in as stacks arrive.
-    buckets = static_cast<std::atomic<StackEntry*>*>(
-        MapPages(sizeof(std::atomic<StackEntry*>) * kBucketCount));
-    if (buckets != nullptr) {
-      g_table_bytes.fetch_add(sizeof(std::atomic<StackEntry*>) * kBucketCount,
-                              std::memory_order_relaxed);
+  array = slot.load(std::memory_order_acquire);
+  if (array == nullptr) {
+    array = static_cast<T*>(MapPages(sizeof(T) * count));
+    if (array != nullptr) {
+      g_table_bytes.fetch_add(sizeof(T) * count, std::memory_order_relaxed);
     } else {
       g_setup_failed.store(true, std::memory_order_relaxed);
     }
-    g_buckets.store(buckets, std::memory_order_release);
+    slot.store(array, std::memory_order_release);
   }
-  return buckets;
+  return array;
 }
+
+std::atomic<StackEntry*>* Buckets() { return MapOnce(g_buckets, kBucketCount); }
 
 bool SameStack(const StackEntry* entry, uint64_t hash, const uintptr_t* frames, int depth,
                bool truncated) {
@@ -112,24 +114,7 @@ bool PublishId(StackEntry* entry) {
   return true;
 }
 
-std::atomic<uint64_t>* Cache() {
-  std::atomic<uint64_t>* cache = g_cache.load(std::memory_order_acquire);
-  if (cache != nullptr || g_setup_failed.load(std::memory_order_relaxed)) return cache;
-  SpinLockHolder hold(g_bucket_setup_lock);
-  cache = g_cache.load(std::memory_order_acquire);
-  if (cache == nullptr) {
-    cache =
-        static_cast<std::atomic<uint64_t>*>(MapPages(sizeof(std::atomic<uint64_t>) << kCacheBits));
-    if (cache != nullptr) {
-      g_table_bytes.fetch_add(sizeof(std::atomic<uint64_t>) << kCacheBits,
-                              std::memory_order_relaxed);
-    } else {
-      g_setup_failed.store(true, std::memory_order_relaxed);
-    }
-    g_cache.store(cache, std::memory_order_release);
-  }
-  return cache;
-}
+std::atomic<uint64_t>* Cache() { return MapOnce(g_cache, size_t{1} << kCacheBits); }
 
 uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
 
