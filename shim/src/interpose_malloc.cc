@@ -14,9 +14,7 @@ constexpr size_t kMinAlignment = 16;
 
 void RecordAlloc(void* pointer, size_t size) {
   if (pointer == nullptr) return;
-  // Inside a GPU call the runtime's host memory is always recorded: it is
-  // gpu-driver-host, a kind that is never sampled.
-  if (g_thread.gpu_depth != 0 || ShouldRecordHeap(size)) RecordHeapAlloc(pointer, size);
+  if (ShouldRecordHeap(size)) RecordHeapAlloc(pointer, size);
   MaybeStartServiceThread();
 }
 

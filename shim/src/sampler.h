@@ -36,9 +36,13 @@ bool ConfigureSampler(uint64_t interval, uint64_t seed);
 bool SampleSlow(size_t size);
 
 // Whether an allocation of `size` bytes made now on this thread is recorded.
+// Inside a GPU call it always is: the runtime's host memory is
+// gpu-driver-host, a kind that is never sampled.
 inline bool ShouldRecordHeap(size_t size) {
   const uint64_t interval = g_sample_interval;
-  if (__builtin_expect(interval == 0 || size >= interval, 0)) return true;
+  if (__builtin_expect(interval == 0 || size >= interval || g_thread.gpu_depth != 0, 0)) {
+    return true;
+  }
   const int64_t left = g_thread.sample_countdown - static_cast<int64_t>(size);
   if (__builtin_expect(left > 0, 1)) {
     g_thread.sample_countdown = left;
