@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "sampler.h"
+#include "thread_state.h"
 
 namespace retain::shim {
 namespace {
@@ -37,6 +38,19 @@ TEST(SamplerTest, AnAllocationIsSampledWithProbabilityOneMinusExp) {
   EXPECT_TRUE(ShouldRecordHeap(size_t{64} << 20));
   ASSERT_TRUE(ConfigureSampler(0, 0));
   EXPECT_TRUE(ShouldRecordHeap(64));
+}
+
+// Host memory a GPU runtime takes inside one of its calls is
+// gpu-driver-host, a kind retain-diff never scales: it is always recorded.
+TEST(SamplerTest, InsideAGpuCallEveryAllocationIsRecorded) {
+  ASSERT_TRUE(ConfigureSampler(size_t{1} << 30, 5));
+  ++g_thread.gpu_depth;
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(ShouldRecordHeap(64));
+  --g_thread.gpu_depth;
+  int sampled = 0;
+  for (int i = 0; i < 1000; ++i) sampled += ShouldRecordHeap(64) ? 1 : 0;
+  EXPECT_LT(sampled, 5);
+  ASSERT_TRUE(ConfigureSampler(0, 0));
 }
 
 TEST(SamplerTest, FilterSaysNoOnlyForAddressesNeverInserted) {
