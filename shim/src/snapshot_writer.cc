@@ -21,6 +21,7 @@
 #include "file_util.h"
 #include "gpu_recorder.h"
 #include "hook_table.h"
+#include "libunwind_isolation.h"
 #include "log.h"
 #include "module_table.h"
 #include "process_info.h"
@@ -473,6 +474,7 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   health.UintField(14, live_table_bytes);
   health.UintField(15, StackTableBytes());
   health.UintField(16, CfiFallbacks());
+  health.UintField(17, LibunwindValidations());
   out.MessageField(8, health);
 }
 

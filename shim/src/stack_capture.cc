@@ -8,6 +8,7 @@
 
 #include "cfi_unwinder.h"
 #include "config.h"
+#include "libunwind_isolation.h"
 #include "module_table.h"
 #include "shim_dlsym.h"
 #include "stack_table.h"
@@ -180,6 +181,8 @@ bool LoadUnwinder() {
   // global scope. RTLD_NOW: no lazy binding later, inside hooks.
   void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) return false;
+  // Before its first use: that is when it would open its pipe.
+  if (!IsolateLibunwind(handle)) return false;
   auto backtrace = reinterpret_cast<BacktraceFn>(ShimDlsym(handle, "unw_backtrace"));
   auto set_caching = reinterpret_cast<SetCachingPolicyFn>(
       ShimDlsym(handle, RETAIN_UNW_PREFIX "set_caching_policy"));

@@ -10,7 +10,8 @@
 //    the unw_step loop, which makes a system call per frame). libunwind.so.8
 //    is dlopen()ed RTLD_LOCAL by LoadUnwinder(): it exports `backtrace` and
 //    the whole _Unwind_* API, and in the global scope it would replace the
-//    host's C++ exception unwinder.
+//    host's C++ exception unwinder. Its memory validation is rewired to
+//    need no file descriptor (libunwind_isolation.h).
 //  - fp: a frame-pointer walk, validated against the thread's stack bounds
 //    and the executable ranges of loaded code; where the chain is broken or
 //    starts in a runtime built without frame pointers, the CFI walker and

@@ -390,6 +390,20 @@ v1::Snapshot LoadSnapshot(const std::string& path) {
   return *std::move(snapshot);
 }
 
+std::string ReadFileOrFail(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    ADD_FAILURE() << path << ": " << std::strerror(errno);
+    return "";
+  }
+  std::string contents;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof(buffer))) > 0) contents.append(buffer, n);
+  close(fd);
+  return contents;
+}
+
 uint64_t LiveBytes(const v1::Snapshot& snapshot, v1::Kind kind) {
   uint64_t bytes = 0;
   for (const tool::Allocation& row : tool::FlattenAllocations(snapshot)) {

@@ -46,8 +46,8 @@ struct RunOptions {
 };
 
 struct RunResult {
-  int exit_code = -1;     // exit status when the child exited normally, else -1
-  int term_signal = 0;    // signal that killed the child, else 0
+  int exit_code = -1;   // exit status when the child exited normally, else -1
+  int term_signal = 0;  // signal that killed the child, else 0
   bool timed_out = false;
   std::string stdout_data;
   std::string stderr_data;
@@ -62,6 +62,10 @@ std::vector<std::string> ListSnapshots(const std::string& dir);
 // Reads a snapshot; fails the current test (ADD_FAILURE) and returns an
 // empty snapshot if it cannot be read.
 v1::Snapshot LoadSnapshot(const std::string& path);
+
+// The whole contents of a file; fails the current test (ADD_FAILURE) and
+// returns "" if it cannot be read.
+std::string ReadFileOrFail(const std::string& path);
 
 // Sum of live allocation sizes / counts of one kind, from the allocation rows.
 uint64_t LiveBytes(const v1::Snapshot& snapshot, v1::Kind kind);
