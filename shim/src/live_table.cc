@@ -321,6 +321,20 @@ size_t LiveTable::CopyLocked(LiveRecord* out) const {
   return copied;
 }
 
+size_t LiveTable::VisitTags(void (*visit)(uint32_t tag_id, uint64_t argument), uint64_t argument) {
+  size_t seen = 0;
+  for (Shard& shard : shards_) {
+    SpinLockHolder hold(shard.lock);
+    for (uint32_t i = 0; i < shard.used; ++i) {
+      const PackedRecord& record = RecordAt(shard, i);
+      if (record.address == 0) continue;
+      ++seen;
+      if (record.tag_id != 0) visit(record.tag_id, argument);
+    }
+  }
+  return seen;
+}
+
 void LiveTable::SumCountersLocked(KindCounters* counters) const {
   for (const Shard& shard : shards_) {
     for (int k = 0; k < kKindCount; ++k) counters[k].Add(shard.counters[k]);

@@ -92,6 +92,11 @@ class LiveTable {
   size_t CopyLocked(LiveRecord* out) const;
   void SumCountersLocked(KindCounters* counters) const;
 
+  // Calls visit(tag_id, argument) for each record with a request tag, one
+  // shard at a time under that shard's lock (visit must not touch this
+  // table). Returns the number of records seen.
+  size_t VisitTags(void (*visit)(uint32_t tag_id, uint64_t argument), uint64_t argument);
+
   // Number of records now (each shard's count read under its lock).
   size_t Count();
 

@@ -53,6 +53,12 @@ class MmapTable {
   // Copies out up to `capacity` records (in address order); returns the count.
   size_t Copy(MapRecord* out, size_t capacity) const;
   size_t size() const { return count_; }
+  // Calls visit(tag_id, argument) for each record with a request tag.
+  void VisitTags(void (*visit)(uint32_t tag_id, uint64_t argument), uint64_t argument) const {
+    for (size_t i = 0; i < count_; ++i) {
+      if (records_[i].tag_id != 0) visit(records_[i].tag_id, argument);
+    }
+  }
   // Counters per kind (index KindIndex).
   const KindCounters& counters(int index) const { return counters_[index]; }
   uint64_t dropped() const { return dropped_; }

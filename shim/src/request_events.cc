@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "snapshot_triggers.h"
 #include "snapshot_writer.h"
 #include "thread_state.h"
 
@@ -20,6 +21,7 @@ void EndRequest(uint32_t id) {
   if (id == 0) return;
   if (g_thread.tag_id == id) SetThreadTag(0, Attribution::kNone);
   if (!CloseTag(id)) return;
+  if (TagCompactionDue()) WakeServiceThread();
   const uint64_t every = GetConfig().snapshot_every;
   const uint64_t closed = ClosedTagCount();
   if (every != 0 && closed % every == 0) {

@@ -22,6 +22,7 @@
 #include "spin_lock.h"
 #include "stack_capture.h"
 #include "stack_table.h"
+#include "tag_table.h"
 #include "thread_state.h"
 #include "vulkan_manifest.h"
 
@@ -46,11 +47,13 @@ void ForkPrepare() {
   StackTableLockForFork();
   HeapTable().LockAll();
   for (int i = 0; i < kGpuApiCount; ++i) GpuTable(static_cast<GpuApi>(i)).LockAll();
+  TagTableLockForFork();  // held while it takes arena memory
   ArenaLockForFork();
 }
 
 void ForkParent() {
   ArenaUnlockForFork();
+  TagTableUnlockForFork();
   for (int i = kGpuApiCount - 1; i >= 0; --i) GpuTable(static_cast<GpuApi>(i)).UnlockAll();
   HeapTable().UnlockAll();
   StackTableUnlockForFork();
@@ -62,6 +65,7 @@ void ForkParent() {
 
 void ForkChild() {
   ArenaResetInChild();
+  TagTableResetInChild();
   HeapTable().ResetLocksInChild();
   for (int i = 0; i < kGpuApiCount; ++i) {
     // The child has none of the parent's device memory (nor its GPU

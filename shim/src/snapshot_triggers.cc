@@ -11,6 +11,8 @@
 #include "log.h"
 #include "shim_thread.h"
 #include "snapshot_writer.h"
+#include "tag_compaction.h"
+#include "tag_table.h"
 #include "thread_state.h"
 
 namespace retain::shim {
@@ -21,6 +23,7 @@ namespace {
 
 sem_t g_wakeup;
 std::atomic<bool> g_service_running;
+std::atomic<bool> g_service_started;  // StartServiceThread took the start
 std::atomic<bool> g_triggers_installed;
 std::atomic<uint32_t> g_pending_signal_snapshots;
 std::atomic<bool> g_exit_written;
@@ -40,6 +43,7 @@ void* ServiceThreadMain(void*) {
   g_thread.busy = 1;
   for (;;) {
     WritePendingSignalSnapshots();
+    if (TagCompactionDue()) CompactTags();
     while (sem_wait(&g_wakeup) != 0 && errno == EINTR) {
     }
   }
@@ -80,6 +84,7 @@ void InstallSnapshotTriggers() {
 void StartServiceThread() {
   bool expected = true;
   if (!g_service_thread_wanted.compare_exchange_strong(expected, false)) return;
+  if (g_service_started.exchange(true)) return;
   int error = StartShimThread("retain", ServiceThreadMain);
   if (error != 0) {
     LogDiagnostic("cannot start the service thread: %s", strerror(error));
@@ -87,6 +92,14 @@ void StartServiceThread() {
   }
   g_service_running.store(true, std::memory_order_release);
   sem_post(&g_wakeup);  // requests that arrived before it existed
+}
+
+void WakeServiceThread() {
+  if (g_service_running.load(std::memory_order_acquire)) {
+    sem_post(&g_wakeup);
+  } else if (!g_service_started.load(std::memory_order_acquire)) {
+    g_service_thread_wanted.store(true, std::memory_order_release);
+  }
 }
 
 void WriteExitSnapshot() {
@@ -98,9 +111,10 @@ void WriteExitSnapshot() {
 void SnapshotTriggersResetInChild() {
   sem_init(&g_wakeup, 0, 0);
   g_service_running.store(false);
+  g_service_started.store(false);
   g_exit_written.store(false);
   g_pending_signal_snapshots.store(0);  // the parent's requests, not ours
-  g_service_thread_wanted.store(g_triggers_installed.load());
+  g_service_thread_wanted.store(g_triggers_installed.load() || TagCount() != 0);
 }
 
 }  // namespace retain::shim

@@ -1,12 +1,14 @@
 // snapshot_triggers: the ways a snapshot gets asked for, other than the
-// control endpoint: RETAIN_SIGNAL, process exit, and retain_snapshot().
+// control endpoint: RETAIN_SIGNAL, process exit, and retain_snapshot(); and
+// the shim's service thread, which writes signal snapshots and runs the
+// shim's own upkeep (tag_compaction.h).
 //
 // A signal handler cannot write a snapshot (the writer takes locks and the
 // loader lock), so it only counts the request and posts a semaphore
-// (async-signal-safe); the shim's service thread, named "retain", wakes and
-// writes. That thread starts lazily, from the first recorded allocation
-// after the shim's constructor ran; a request that arrives before it exists
-// is written when it starts, or at exit at the latest.
+// (async-signal-safe); the service thread, named "retain", wakes and writes.
+// That thread starts lazily, from the first recorded allocation after it
+// became wanted; a request that arrives before it exists is written when it
+// starts, or at exit at the latest.
 #ifndef RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_
 #define RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_
 
@@ -28,6 +30,11 @@ inline void MaybeStartServiceThread() {
     StartServiceThread();
   }
 }
+
+// Wakes the service thread for its upkeep (from any thread, guard held or
+// not; not from a signal handler). If it is not running yet, it is asked to
+// start at the next recorded allocation.
+void WakeServiceThread();
 
 // From the library destructor (process exit): writes pending signal
 // snapshots, then the exit snapshot.

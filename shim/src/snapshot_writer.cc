@@ -22,6 +22,7 @@
 #include "gpu_recorder.h"
 #include "hook_table.h"
 #include "libunwind_isolation.h"
+#include "live_tables.h"
 #include "log.h"
 #include "module_table.h"
 #include "process_info.h"
@@ -169,8 +170,35 @@ class Output {
   ProtoBuffer buffer_;
 };
 
+// Both tables and their counters as of one instant: the mappings lock and
+// every heap shard lock are held together while they are copied (the
+// program's allocating threads wait for the copy, a few milliseconds per
+// hundred thousand records; they never wait for the encoding or the disk).
+struct TableCapture {
+  LiveRecord* heap = nullptr;
+  size_t heap_count = 0;
+  size_t heap_capacity = 0;
+  MapRecord* maps = nullptr;
+  size_t map_count = 0;
+  size_t map_capacity = 0;
+  KindCounters counters[kKindCount] = {};
+  uint64_t next_birth_sequence = 0;
+  uint64_t missed_frees = 0;
+  // Requests opened and closed (tag_table.h) as of the copy.
+  uint64_t requests_opened = 0;
+  uint64_t requests_closed = 0;
+
+  ~TableCapture() { Release(); }
+  void Release() {
+    UnmapScratchPages(heap, sizeof(LiveRecord) * heap_capacity);
+    UnmapScratchPages(maps, sizeof(MapRecord) * map_capacity);
+    heap = nullptr;
+    maps = nullptr;
+  }
+};
+
 void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t sequence,
-                  uint64_t next_birth_sequence) {
+                  const TableCapture& capture) {
   ProtoBuffer header;
   header.UintField(1, kFormatVersion);
   header.UintField(2, Pid());
@@ -196,7 +224,7 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t
   header.UintField(10, sequence);
   header.UintField(11, static_cast<uint32_t>(trigger));
   if (label != nullptr) header.BytesField(12, label, strnlen(label, 127));
-  header.UintField(13, next_birth_sequence);
+  header.UintField(13, capture.next_birth_sequence);
   const Config& config = GetConfig();
   header.UintField(14, config.unwind == UnwindMode::kFramePointer ? 2
                        : config.unwind == UnwindMode::kLibunwind  ? 1
@@ -205,6 +233,8 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t
   header.UintField(16, ForkedFromPid());
   header.UintField(17, ShimStartUnixNs());
   header.UintField(18, g_sample_interval);
+  header.UintField(19, capture.requests_opened);
+  header.UintField(20, capture.requests_closed);
   out.MessageField(1, header);
 }
 
@@ -258,42 +288,6 @@ void EncodeModules(ProtoBuffer& out) {
   });
 }
 
-// Both tables and their counters as of one instant: the mappings lock and
-// every heap shard lock are held together while they are copied (the
-// program's allocating threads wait for the copy, a few milliseconds per
-// hundred thousand records; they never wait for the encoding or the disk).
-struct TableCapture {
-  LiveRecord* heap = nullptr;
-  size_t heap_count = 0;
-  size_t heap_capacity = 0;
-  MapRecord* maps = nullptr;
-  size_t map_count = 0;
-  size_t map_capacity = 0;
-  KindCounters counters[kKindCount] = {};
-  uint64_t next_birth_sequence = 0;
-  uint64_t missed_frees = 0;
-
-  ~TableCapture() { Release(); }
-  void Release() {
-    UnmapScratchPages(heap, sizeof(LiveRecord) * heap_capacity);
-    UnmapScratchPages(maps, sizeof(MapRecord) * map_capacity);
-    heap = nullptr;
-    maps = nullptr;
-  }
-};
-
-// The tables of LiveRecords: the heap's and each GPU API's.
-constexpr int kLiveTableCount = 1 + kGpuApiCount;
-LiveTable& LiveTableAt(int i) {
-  return i == 0 ? HeapTable() : GpuTable(static_cast<GpuApi>(i - 1));
-}
-
-size_t LiveRecordCount() {
-  size_t total = 0;
-  for (int i = 0; i < kLiveTableCount; ++i) total += LiveTableAt(i).Count();
-  return total;
-}
-
 bool CaptureTables(TableCapture& capture) {
   MmapTable& maps = ProgramMappings();
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -327,6 +321,8 @@ bool CaptureTables(TableCapture& capture) {
       // Read with every table locked: every record numbered below this is
       // in the copy, and none numbered at or above it.
       capture.next_birth_sequence = Births().StartGeneration();
+      capture.requests_opened = TagCount();
+      capture.requests_closed = ClosedTagCount();
     }
     for (int i = kLiveTableCount - 1; i >= 0; --i) LiveTableAt(i).UnlockAll();
     maps.Unlock();
@@ -376,53 +372,133 @@ bool EncodeStacks(Output& output, const IdSet& referenced) {
   return true;
 }
 
-// The tag table, with each tag's bytes still live in this snapshot.
-bool EncodeTags(Output& output, const TableCapture& capture) {
-  const uint32_t count = TagCount();
-  if (count == 0) return true;
-  struct Live {
-    uint64_t bytes;
-    uint64_t count;
-  };
-  const size_t live_size = sizeof(Live) * (size_t{count} + 1);
-  auto* live = static_cast<Live*>(MapScratchPages(live_size));
-  if (live == nullptr) return false;
-  for (size_t i = 0; i < capture.heap_count; ++i) {
-    uint32_t tag = capture.heap[i].tag_id;
-    if (tag != 0 && tag <= count) {
-      live[tag].bytes += capture.heap[i].size;
-      live[tag].count += 1;
+// The tags a snapshot shows: each retained tag that is open, referenced by
+// one of its rows, or ended and not shown by an earlier snapshot. Copied
+// under the tag table's lock (an entry may be reused once released), with
+// each tag's bytes still live in this snapshot.
+struct TagRow {
+  uint32_t id;
+  TagSource source;
+  bool ended;
+  bool reported;
+  uint32_t thread_id;
+  uint64_t start_us;
+  uint64_t end_us;
+  uint64_t bytes_allocated;
+  uint64_t live_bytes;
+  uint64_t live_count;
+  char request_id[sizeof(TagEntry::request_id)];
+  char method[sizeof(TagEntry::method)];
+  char path[sizeof(TagEntry::path)];
+};
+
+class TagCapture {
+ public:
+  ~TagCapture() { UnmapScratchPages(rows_, sizeof(TagRow) * capacity_); }
+
+  // Copies the retained tags. False for lack of scratch memory.
+  bool Capture() {
+    // Tags opened between the count and the copy are left out (they are
+    // newer than every row of the table capture).
+    capacity_ = GetTagTableStats().retained + 64;
+    rows_ = static_cast<TagRow*>(MapScratchPages(sizeof(TagRow) * capacity_));
+    if (rows_ == nullptr) return false;
+    ForEachRetainedTag(
+        [](TagEntry* entry, void* argument) { static_cast<TagCapture*>(argument)->Add(*entry); },
+        this);
+    return true;
+  }
+
+  // Counts each row's bytes into its tag; a row whose tag was released
+  // meanwhile (its request ended long ago) is shown with no tag.
+  void CountLive(uint32_t* tag_id, uint64_t bytes) {
+    if (*tag_id == 0) return;
+    TagRow* row = Find(*tag_id);
+    if (row == nullptr) {
+      *tag_id = 0;
+      return;
     }
+    row->live_bytes += bytes;
+    row->live_count += 1;
+  }
+
+  bool Encode(Output& output) const {
+    ProtoBuffer tag;
+    for (size_t i = 0; i < count_; ++i) {
+      const TagRow& row = rows_[i];
+      if (row.ended && row.reported && row.live_count == 0) continue;
+      tag.Clear();
+      tag.UintField(1, row.id);
+      tag.StringField(2, row.request_id);
+      tag.StringField(3, row.method);
+      tag.StringField(4, row.path);
+      tag.UintField(5, row.thread_id);
+      tag.UintField(6, row.start_us);
+      tag.UintField(7, row.end_us);
+      tag.UintField(8, row.bytes_allocated);
+      tag.UintField(9, row.live_bytes);
+      tag.UintField(10, row.live_count);
+      tag.UintField(11, static_cast<uint64_t>(row.source));
+      output.buffer().MessageField(7, tag);
+      if (!output.MaybeFlush()) return false;
+    }
+    return true;
+  }
+
+  // After the snapshot is complete: its ended tags have been shown.
+  void MarkReported() const {
+    for (size_t i = 0; i < count_; ++i) {
+      if (!rows_[i].ended || rows_[i].reported) continue;
+      if (TagEntry* entry = FindTag(rows_[i].id)) {
+        entry->reported.store(true, std::memory_order_relaxed);
+      }
+    }
+  }
+
+ private:
+  void Add(const TagEntry& entry) {
+    if (count_ == capacity_) return;
+    TagRow& row = rows_[count_++];
+    row.id = entry.id;
+    row.source = entry.source;
+    row.end_us = entry.end_us.load(std::memory_order_acquire);
+    row.ended = row.end_us != 0;
+    row.reported = entry.reported.load(std::memory_order_relaxed);
+    row.thread_id = entry.thread_id;
+    row.start_us = entry.start_us;
+    row.bytes_allocated = entry.bytes_allocated.load(std::memory_order_relaxed);
+    memcpy(row.request_id, entry.request_id, sizeof(row.request_id));
+    memcpy(row.method, entry.method, sizeof(row.method));
+    memcpy(row.path, entry.path, sizeof(row.path));
+  }
+
+  // Rows are in id order.
+  TagRow* Find(uint32_t id) {
+    size_t low = 0;
+    size_t high = count_;
+    while (low < high) {
+      size_t middle = low + (high - low) / 2;
+      if (rows_[middle].id < id) {
+        low = middle + 1;
+      } else {
+        high = middle;
+      }
+    }
+    return low < count_ && rows_[low].id == id ? &rows_[low] : nullptr;
+  }
+
+  TagRow* rows_ = nullptr;
+  size_t count_ = 0;
+  size_t capacity_ = 0;
+};
+
+void CountTagBytes(TableCapture& capture, TagCapture& tags) {
+  for (size_t i = 0; i < capture.heap_count; ++i) {
+    tags.CountLive(&capture.heap[i].tag_id, capture.heap[i].size);
   }
   for (size_t i = 0; i < capture.map_count; ++i) {
-    uint32_t tag = capture.maps[i].tag_id;
-    if (tag != 0 && tag <= count) {
-      live[tag].bytes += capture.maps[i].end - capture.maps[i].start;
-      live[tag].count += 1;
-    }
+    tags.CountLive(&capture.maps[i].tag_id, capture.maps[i].end - capture.maps[i].start);
   }
-  ProtoBuffer tag;
-  bool ok = true;
-  for (uint32_t id = 1; id <= count && ok; ++id) {
-    const TagEntry* entry = FindTag(id);
-    if (entry == nullptr) continue;
-    tag.Clear();
-    tag.UintField(1, id);
-    tag.StringField(2, entry->request_id);
-    tag.StringField(3, entry->method);
-    tag.StringField(4, entry->path);
-    tag.UintField(5, entry->thread_id);
-    tag.UintField(6, entry->start_us);
-    tag.UintField(7, entry->end_us.load(std::memory_order_acquire));
-    tag.UintField(8, entry->bytes_allocated.load(std::memory_order_relaxed));
-    tag.UintField(9, live[id].bytes);
-    tag.UintField(10, live[id].count);
-    tag.UintField(11, static_cast<uint64_t>(entry->source));
-    output.buffer().MessageField(7, tag);
-    ok = output.MaybeFlush();
-  }
-  UnmapScratchPages(live, live_size);
-  return ok;
 }
 
 void EncodeTotals(ProtoBuffer& out, const KindCounters* counters) {
@@ -475,6 +551,11 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   health.UintField(15, StackTableBytes());
   health.UintField(16, CfiFallbacks());
   health.UintField(17, LibunwindValidations());
+  const TagTableStats tags = GetTagTableStats();
+  health.UintField(18, tags.bytes);
+  health.UintField(19, tags.retained);
+  health.UintField(20, tags.released);
+  health.UintField(21, tags.released_unreported);
   out.MessageField(8, health);
 }
 
@@ -514,11 +595,13 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
   bool ok;
   {
     TableCapture capture;
-    ok = CaptureTables(capture);
+    TagCapture tags;
+    ok = CaptureTables(capture) && tags.Capture();
+    if (ok) CountTagBytes(capture, tags);
     Output output(fd);
     IdSet referenced;
     if (ok) {
-      EncodeHeader(output.buffer(), trigger, label, sequence, capture.next_birth_sequence);
+      EncodeHeader(output.buffer(), trigger, label, sequence, capture);
       EncodeMemory(output.buffer());
       EncodeModules(output.buffer());
       ok = output.Flush();
@@ -527,12 +610,13 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
       BlockEncoder blocks(output.buffer(), referenced);
       ok = EncodeAllocations(output, blocks, capture);
     }
-    ok = ok && EncodeStacks(output, referenced) && EncodeTags(output, capture);
+    ok = ok && EncodeStacks(output, referenced) && tags.Encode(output);
     if (ok) {
       EncodeTotals(output.buffer(), capture.counters);
       EncodeHealth(output.buffer(), capture);
       ok = output.Flush();
     }
+    if (ok) tags.MarkReported();
   }
   int saved_errno = errno;
   if (close(fd) != 0) ok = false;

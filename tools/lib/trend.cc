@@ -40,14 +40,19 @@ std::vector<double> RequestAxis(const std::vector<const v1::Snapshot*>& snapshot
                                 bool* from_tags) {
   std::vector<double> x;
   *from_tags = false;
-  for (const v1::Snapshot* s : snapshots) *from_tags |= !s->tags().empty();
+  for (const v1::Snapshot* s : snapshots) {
+    *from_tags |= !s->tags().empty() || s->header().requests_opened() != 0;
+  }
   for (size_t i = 0; i < snapshots.size(); ++i) {
     if (*from_tags) {
-      // Tags are numbered from 1 in the order requests arrived; the largest
-      // id seen is the number of requests so far.
-      uint32_t highest = 0;
-      for (const v1::Tag& tag : snapshots[i]->tags()) highest = std::max(highest, tag.id());
-      x.push_back(highest);
+      // Tags are numbered from 1 in the order requests arrived. The header
+      // counts them; a snapshot of an older shim (which kept every tag) has
+      // its largest id instead.
+      uint64_t highest = snapshots[i]->header().requests_opened();
+      for (const v1::Tag& tag : snapshots[i]->tags()) {
+        highest = std::max<uint64_t>(highest, tag.id());
+      }
+      x.push_back(static_cast<double>(highest));
     } else {
       x.push_back(static_cast<double>(i + 1));  // snapshot number, 1 = first
     }
@@ -59,11 +64,16 @@ std::vector<double> RequestAxis(const std::vector<const v1::Snapshot*>& snapshot
 
 const char* VerdictName(Verdict verdict) {
   switch (verdict) {
-    case Verdict::kFlat: return "flat";
-    case Verdict::kLinear: return "linear";
-    case Verdict::kPlateau: return "plateau";
-    case Verdict::kWarmUp: return "warm-up";
-    case Verdict::kNoise: return "noise";
+    case Verdict::kFlat:
+      return "flat";
+    case Verdict::kLinear:
+      return "linear";
+    case Verdict::kPlateau:
+      return "plateau";
+    case Verdict::kWarmUp:
+      return "warm-up";
+    case Verdict::kNoise:
+      return "noise";
   }
   return "flat";
 }
@@ -132,8 +142,8 @@ TrendFit FitTrend(const std::vector<double>& x, const std::vector<double>& y, do
 absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapshots,
                                          OwnerResolver& owners) {
   if (snapshots.size() < 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--trend needs at least 3 snapshots of one process; got ", snapshots.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--trend needs at least 3 snapshots of one process; got ", snapshots.size()));
   }
   std::sort(snapshots.begin(), snapshots.end(), [](const v1::Snapshot* a, const v1::Snapshot* b) {
     return a->header().sequence() < b->header().sequence();
@@ -190,10 +200,11 @@ absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapsh
   fit_row(result.anon, kRssMinStep);
   fit_row(result.tracked);
 
-  std::stable_sort(result.rows.begin(), result.rows.end(), [](const TrendRow& a, const TrendRow& b) {
-    if (a.fit.growth != b.fit.growth) return a.fit.growth > b.fit.growth;
-    return a.owner.key < b.owner.key;
-  });
+  std::stable_sort(result.rows.begin(), result.rows.end(),
+                   [](const TrendRow& a, const TrendRow& b) {
+                     if (a.fit.growth != b.fit.growth) return a.fit.growth > b.fit.growth;
+                     return a.owner.key < b.owner.key;
+                   });
   return result;
 }
 
