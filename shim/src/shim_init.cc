@@ -16,6 +16,7 @@
 #include "recorder.h"
 #include "sampler.h"
 #include "shim_dlsym.h"
+#include "shim_fds.h"
 #include "shim_state.h"
 #include "snapshot_triggers.h"
 #include "snapshot_writer.h"
@@ -47,9 +48,11 @@ void ForkPrepare() {
   HeapTable().LockAll();
   for (int i = 0; i < kGpuApiCount; ++i) GpuTable(static_cast<GpuApi>(i)).LockAll();
   ArenaLockForFork();
+  ShimFdsLockForFork();
 }
 
 void ForkParent() {
+  ShimFdsUnlockForFork();
   ArenaUnlockForFork();
   for (int i = kGpuApiCount - 1; i >= 0; --i) GpuTable(static_cast<GpuApi>(i)).UnlockAll();
   HeapTable().UnlockAll();
@@ -76,6 +79,10 @@ void ForkChild() {
   g_thread.tid = 0;
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();
+  // The control endpoint is the parent's: the child closes its copies of
+  // the listener and connections, and has none of its own.
+  ShimFdsResetInChild();
+  ControlServerResetInChild();
   --g_thread.busy;
 }
 
@@ -119,7 +126,9 @@ __attribute__((constructor)) void ShimConstructor() {
 }
 
 __attribute__((destructor)) void ShimDestructor() {
-  if (!g_inert && ShimReady()) WriteExitSnapshot();
+  if (g_inert || !ShimReady()) return;
+  StopControlServer();  // its socket file goes first: the exit snapshot may take a while
+  WriteExitSnapshot();
 }
 
 }  // namespace
