@@ -747,38 +747,221 @@ bool IsDescendant(int pid) {
   return false;
 }
 
+// The kernel's spelling of a TCP address in /proc/net/tcp and tcp6: the
+// address's 32-bit words as stored, in hex, then the port ("0100007F:1F90").
+bool ProcNetAddress(const struct sockaddr_storage& address, char* out, size_t size) {
+  uint32_t words[4];
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const struct sockaddr_in*>(&address);
+    memcpy(words, &in->sin_addr, 4);
+    snprintf(out, size, "%08X:%04X", words[0], ntohs(in->sin_port));
+    return true;
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const struct sockaddr_in6*>(&address);
+    memcpy(words, &in6->sin6_addr, 16);
+    snprintf(out, size, "%08X%08X%08X%08X:%04X", words[0], words[1], words[2], words[3],
+             ntohs(in6->sin6_port));
+    return true;
+  }
+  return false;
+}
+
+// Field `index` (0-based, space-separated) of the line [line, end).
+bool LineField(const char* line, const char* end, int index, const char** field, size_t* length) {
+  const char* p = line;
+  for (int i = 0;; ++i) {
+    while (p < end && *p == ' ') ++p;
+    const char* start = p;
+    while (p < end && *p != ' ') ++p;
+    if (start == p) return false;
+    if (i == index) {
+      *field = start;
+      *length = static_cast<size_t>(p - start);
+      return true;
+    }
+  }
+}
+
+uint64_t ParseDecimal(const char* text, size_t length, bool* ok) {
+  uint64_t n = 0;
+  *ok = length > 0 && length <= 19;
+  for (size_t i = 0; *ok && i < length; ++i) {
+    *ok = text[i] >= '0' && text[i] <= '9';
+    n = n * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  return n;
+}
+
+// The socket inode and owner of the TCP connection from `from` to `to`,
+// from /proc/net/tcp (or tcp6). Reads at most 256 MiB of it.
+bool FindTcpSocket(const struct sockaddr_storage& from, const struct sockaddr_storage& to,
+                   uint64_t* inode, uint64_t* uid) {
+  char local[64];
+  char remote[64];
+  if (!ProcNetAddress(from, local, sizeof(local)) || !ProcNetAddress(to, remote, sizeof(remote))) {
+    return false;
+  }
+  int file = ShimOpen(from.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", O_RDONLY);
+  if (file < 0) return false;
+  char line[512];
+  size_t used = 0;
+  bool found = false;
+  uint64_t offset = 0;
+  while (!found && offset < (uint64_t{256} << 20)) {
+    ssize_t n;
+    {
+      ShimFdUse use(file);
+      n = use.fd() < 0 ? -1
+                       : pread(use.fd(), g_scratch, sizeof(g_scratch), static_cast<off_t>(offset));
+    }
+    if (n <= 0) break;
+    offset += static_cast<uint64_t>(n);
+    for (ssize_t i = 0; i < n && !found; ++i) {
+      if (g_scratch[i] != '\n') {
+        if (used < sizeof(line)) line[used++] = g_scratch[i];
+        continue;
+      }
+      const char* end = line + used;
+      const char* field;
+      size_t length;
+      if (used < sizeof(line) && LineField(line, end, 1, &field, &length) &&
+          ControlTokenIs(field, length, local) && LineField(line, end, 2, &field, &length) &&
+          ControlTokenIs(field, length, remote)) {
+        bool ok_uid = false;
+        bool ok_inode = false;
+        if (LineField(line, end, 7, &field, &length)) *uid = ParseDecimal(field, length, &ok_uid);
+        if (LineField(line, end, 9, &field, &length)) {
+          *inode = ParseDecimal(field, length, &ok_inode);
+        }
+        found = ok_uid && ok_inode && *inode != 0;
+      }
+      used = 0;
+    }
+  }
+  ShimFdClose(file);
+  return found;
+}
+
+// True when process `pid` has socket inode `inode` open.
+bool HoldsSocket(int pid, uint64_t inode) {
+  char path[48];
+  snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+  int dir = ShimOpen(path, O_RDONLY | O_DIRECTORY);
+  if (dir < 0) return false;
+  char wanted[48];
+  int wanted_length =
+      snprintf(wanted, sizeof(wanted), "socket:[%llu]", static_cast<unsigned long long>(inode));
+  bool found = false;
+  for (int rounds = 0; !found && rounds < 4096; ++rounds) {
+    long n;
+    {
+      ShimFdUse use(dir);
+      n = use.fd() < 0 ? -1 : syscall(SYS_getdents64, use.fd(), g_scratch, sizeof(g_scratch));
+    }
+    if (n <= 0) break;
+    for (long at = 0; at < n && !found;) {
+      // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+      unsigned short record;
+      memcpy(&record, g_scratch + at + 16, sizeof(record));
+      const char* name = g_scratch + at + 19;
+      if (record == 0) break;
+      if (name[0] != '.') {
+        char target[64];
+        ssize_t length;
+        {
+          ShimFdUse use(dir);
+          length = use.fd() < 0 ? -1 : readlinkat(use.fd(), name, target, sizeof(target));
+        }
+        found = length == wanted_length && memcmp(target, wanted, static_cast<size_t>(length)) == 0;
+      }
+      at += record;
+    }
+  }
+  ShimFdClose(dir);
+  return found;
+}
+
+// Who asks, over TCP: the pid the request names (?pid=N), believed only if
+// that process holds the connection's other end (its socket inode, found in
+// /proc/net/tcp, is among /proc/N/fd) and it is this user's. -1 otherwise;
+// `why` says why.
+int TcpAsker(Connection* c, const char** why) {
+  const ControlRequest& r = c->request;
+  const char* value = nullptr;
+  long length = ControlQueryValue(r.query, r.query_length, "pid", &value);
+  bool ok = false;
+  uint64_t pid = length > 0 ? ParseDecimal(value, static_cast<size_t>(length), &ok) : 0;
+  if (!ok || pid < 2 || pid > (1u << 22)) {
+    *why = "say who asks: ?pid=N";
+    return -1;
+  }
+  struct sockaddr_storage peer;
+  struct sockaddr_storage local;
+  socklen_t peer_size = sizeof(peer);
+  socklen_t local_size = sizeof(local);
+  {
+    ShimFdUse use(c->handle);
+    ok = use.fd() >= 0 &&
+         getpeername(use.fd(), reinterpret_cast<struct sockaddr*>(&peer), &peer_size) == 0 &&
+         getsockname(use.fd(), reinterpret_cast<struct sockaddr*>(&local), &local_size) == 0;
+  }
+  uint64_t inode = 0;
+  uint64_t uid = 0;
+  if (!ok || !FindTcpSocket(peer, local, &inode, &uid) ||
+      !HoldsSocket(static_cast<int>(pid), inode)) {
+    *why = "the connection is not that process's";
+    return -1;
+  }
+  if (uid != geteuid()) {
+    *why = "that process is another user's";
+    return -1;
+  }
+  return static_cast<int>(pid);
+}
+
 // POST /handover: another process of this program's lineage asks for the
 // endpoint (control_server.h says when it gets it).
 void ServeHandover(Connection* c, int64_t now) {
   char message[160];
-  if (GetConfig().control != ControlKind::kUnix) {
-    return ReplyMessage(c, now, 403, "handover needs a Unix socket endpoint\n");
-  }
-  struct ucred peer;
-  socklen_t size = sizeof(peer);
-  bool known;
-  {
-    ShimFdUse use(c->handle);
-    known = use.fd() >= 0 && getsockopt(use.fd(), SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0;
-  }
-  if (!known) return ReplyMessage(c, now, 500, "cannot tell who asks\n");
   uint32_t self = Pid();
-  if (peer.uid != geteuid()) {
-    snprintf(message, sizeof(message), "pid %d is another user's; pid %u keeps the endpoint\n",
-             peer.pid, self);
-    return ReplyMessage(c, now, 403, message);
+  int asker = -1;
+  if (GetConfig().control == ControlKind::kUnix) {
+    struct ucred peer;
+    socklen_t size = sizeof(peer);
+    bool known;
+    {
+      ShimFdUse use(c->handle);
+      known = use.fd() >= 0 && getsockopt(use.fd(), SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0;
+    }
+    if (!known) return ReplyMessage(c, now, 500, "cannot tell who asks\n");
+    if (peer.uid != geteuid()) {
+      snprintf(message, sizeof(message), "pid %d is another user's; pid %u keeps the endpoint\n",
+               peer.pid, self);
+      return ReplyMessage(c, now, 403, message);
+    }
+    asker = peer.pid;
   }
   if (uint64_t accepted = HostAcceptCount(); accepted != 0) {
     snprintf(message, sizeof(message),
              "pid %u serves connections of its own (%llu accepted) and keeps the endpoint\n", self,
              static_cast<unsigned long long>(accepted));
-    LogDiagnostic("control endpoint: pid %d asked for it; refused: %.100s", peer.pid, message);
+    LogDiagnostic("control endpoint: pid %d asked for it; refused: %.100s", asker, message);
     return ReplyMessage(c, now, 403, message);
   }
-  if (!IsDescendant(peer.pid)) {
+  if (asker < 0) {
+    const char* why = "";
+    asker = TcpAsker(c, &why);
+    if (asker < 0) {
+      snprintf(message, sizeof(message), "%s; pid %u keeps the endpoint\n", why, self);
+      LogDiagnostic("control endpoint: asked for it; refused: %.100s", message);
+      return ReplyMessage(c, now, 403, message);
+    }
+  }
+  if (!IsDescendant(asker)) {
     snprintf(message, sizeof(message), "pid %d is not a descendant of pid %u, which keeps it\n",
-             peer.pid, self);
-    LogDiagnostic("control endpoint: pid %d asked for it; refused: %.100s", peer.pid, message);
+             asker, self);
+    LogDiagnostic("control endpoint: pid %d asked for it; refused: %.100s", asker, message);
     return ReplyMessage(c, now, 403, message);
   }
   if (g_state.load() != kServing) return ReplyMessage(c, now, 409, "not held here any more\n");
@@ -786,8 +969,8 @@ void ServeHandover(Connection* c, int64_t now) {
   ReleaseListener();
   int expected = kServing;
   g_state.compare_exchange_strong(expected, kReleased);
-  LogDiagnostic("control endpoint: %s handed over to pid %d", Where(), peer.pid);
-  snprintf(message, sizeof(message), "handed over to pid %d\n", peer.pid);
+  LogDiagnostic("control endpoint: %s handed over to pid %d", Where(), asker);
+  snprintf(message, sizeof(message), "handed over to pid %d\n", asker);
   ReplyMessage(c, now, 200, message);
 }
 
@@ -1053,40 +1236,92 @@ void ServeLoop() {
 
 // ---- Taking the endpoint over from its holder --------------------------------
 
-// Asks the process listening on the Unix path for it. Returns the status
-// of its answer (200: it let go), or 0 when there was none; `reason` gets
-// the answer's text.
-int AskHandover(const char* path, char* reason, size_t reason_size) {
-  snprintf(reason, reason_size, "no answer");
-  int handle = ShimSocket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK);
-  if (handle < 0) return 0;
-  struct sockaddr_un address;
-  FillUnixAddress(path, &address);
-  const char kRequest[] = "POST /handover HTTP/1.1\r\nHost: retain\r\nContent-Length: 0\r\n\r\n";
-  int64_t deadline = NowMs() + kHandoverWaitMs;
-  bool sent = false;
-  while (!sent && NowMs() < deadline) {
-    int result;
-    int error;
+// The endpoint's address, for connecting to its holder.
+socklen_t EndpointAddress(struct sockaddr_storage* storage) {
+  const Config& config = GetConfig();
+  memset(storage, 0, sizeof(*storage));
+  if (config.control == ControlKind::kUnix) {
+    FillUnixAddress(config.control_path, reinterpret_cast<struct sockaddr_un*>(storage));
+    return sizeof(struct sockaddr_un);
+  }
+  if (config.control_ipv6) {
+    auto* address = reinterpret_cast<struct sockaddr_in6*>(storage);
+    address->sin6_family = AF_INET6;
+    address->sin6_port = htons(config.control_port);
+    memcpy(&address->sin6_addr, config.control_addr, 16);
+    return sizeof(*address);
+  }
+  auto* address = reinterpret_cast<struct sockaddr_in*>(storage);
+  address->sin_family = AF_INET;
+  address->sin_port = htons(config.control_port);
+  memcpy(&address->sin_addr, config.control_addr, 4);
+  return sizeof(*address);
+}
+
+// Connects `handle` (non-blocking) to the endpoint's address and sends
+// `request`, by `deadline`. Returns 0 or an errno value.
+int ConnectAndSend(int handle, const char* request, size_t length, int64_t deadline) {
+  struct sockaddr_storage address;
+  socklen_t address_length = EndpointAddress(&address);
+  bool connecting = false;
+  for (;;) {
+    int error = 0;
+    bool sent = false;
     {
       ShimFdUse use(handle);
-      result = use.fd() < 0 ? -1
-                            : connect(use.fd(), reinterpret_cast<struct sockaddr*>(&address),
-                                      sizeof(address));
-      error = use.fd() < 0 ? EBADF : errno;
-      if (result == 0) {
-        sent = RealSend(use.fd(), kRequest, sizeof(kRequest) - 1) ==
-               static_cast<ssize_t>(sizeof(kRequest) - 1);
+      if (use.fd() < 0) return EBADF;
+      int result = 0;
+      if (connecting) {
+        socklen_t size = sizeof(error);
+        if (getsockopt(use.fd(), SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
+      } else {
+        result = connect(use.fd(), reinterpret_cast<struct sockaddr*>(&address), address_length);
+        if (result != 0) error = errno;
+      }
+      if (error == 0) {
+        sent = RealSend(use.fd(), request, length) == static_cast<ssize_t>(length);
         if (!sent) error = errno;
       }
     }
-    if (sent) break;
-    if (error != EAGAIN) {  // EAGAIN: its backlog is full, it is busy
-      snprintf(reason, reason_size, "cannot reach it: %s", strerror(error));
-      ShimFdClose(handle);
-      return 0;
+    if (sent) return 0;
+    if (error == EINPROGRESS && !connecting) {  // TCP: wait until it is connected
+      struct pollfd wait = {ShimFdNumber(handle), POLLOUT, 0};
+      int64_t left = deadline - NowMs();
+      if (left <= 0 || wait.fd < 0 || poll(&wait, 1, static_cast<int>(left)) <= 0) {
+        return ETIMEDOUT;
+      }
+      connecting = true;
+      continue;
     }
+    // EAGAIN: a Unix listener whose backlog is full (busy); try again.
+    if (error != EAGAIN || NowMs() >= deadline) return error == EAGAIN ? ETIMEDOUT : error;
     usleep(20 * 1000);
+  }
+}
+
+// Asks the process listening on the endpoint's address for it. Returns the
+// status of its answer (200: it let go), or 0 when there was none; `reason`
+// gets the answer's text.
+int AskHandover(char* reason, size_t reason_size) {
+  snprintf(reason, reason_size, "no answer");
+  const Config& config = GetConfig();
+  int domain = config.control == ControlKind::kUnix ? AF_UNIX
+               : config.control_ipv6                ? AF_INET6
+                                                    : AF_INET;
+  int handle = ShimSocket(domain, SOCK_STREAM | SOCK_NONBLOCK);
+  if (handle < 0) return 0;
+  // Over TCP the asker says who it is; the holder checks it (ServeHandover).
+  char request[160];
+  int length = snprintf(request, sizeof(request),
+                        "POST /handover?pid=%u HTTP/1.1\r\nHost: retain\r\n"
+                        "Content-Length: 0\r\n\r\n",
+                        static_cast<unsigned>(syscall(SYS_getpid)));
+  int64_t deadline = NowMs() + kHandoverWaitMs;
+  int error = ConnectAndSend(handle, request, static_cast<size_t>(length), deadline);
+  if (error != 0) {
+    snprintf(reason, reason_size, "cannot reach it: %s", strerror(error));
+    ShimFdClose(handle);
+    return 0;
   }
   char answer[1024];
   size_t used = 0;
@@ -1096,7 +1331,6 @@ int AskHandover(const char* path, char* reason, size_t reason_size) {
     struct pollfd wait = {ShimFdNumber(handle), POLLIN, 0};
     if (wait.fd < 0 || poll(&wait, 1, static_cast<int>(left)) < 0) break;
     ssize_t n;
-    int error;
     {
       ShimFdUse use(handle);
       n = use.fd() < 0 ? 0 : RealRead(use.fd(), answer + used, sizeof(answer) - 1 - used);
@@ -1114,11 +1348,11 @@ int AskHandover(const char* path, char* reason, size_t reason_size) {
   int status = (answer[9] - '0') * 100 + (answer[10] - '0') * 10 + (answer[11] - '0');
   size_t body = ControlHeadLength(answer, used);
   if (body != 0) {
-    size_t length = used - body;
-    while (length > 0 && (answer[body + length - 1] == '\n' || answer[body + length - 1] == '\r')) {
-      --length;
+    size_t text = used - body;
+    while (text > 0 && (answer[body + text - 1] == '\n' || answer[body + text - 1] == '\r')) {
+      --text;
     }
-    snprintf(reason, reason_size, "%.*s", static_cast<int>(length), answer + body);
+    snprintf(reason, reason_size, "%.*s", static_cast<int>(text), answer + body);
     for (char* p = reason; *p != '\0'; ++p) {
       if (static_cast<unsigned char>(*p) < 0x20) *p = ' ';
     }
@@ -1126,45 +1360,50 @@ int AskHandover(const char* path, char* reason, size_t reason_size) {
   return status;
 }
 
-// In the thread of a process that found the Unix path held: asks the
-// holder for it and binds once it let go. False when it keeps it.
+// In the thread of a process that found the endpoint's address held: asks
+// the holder for it and listens once it let go. False when it keeps it.
 bool TakeOver() {
-  const char* path = GetConfig().control_path;
+  const Config& config = GetConfig();
+  const bool unix_socket = config.control == ControlKind::kUnix;
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (g_state.load() != kAsking) return false;
-    PathState state = ProbeUnix(path);
-    if (state == PathState::kNotSocket) {
-      LogDiagnostic("control endpoint: %s is not a socket any more; no control endpoint", path);
-      return false;
-    }
-    if (state == PathState::kLive) {
-      char reason[200];
-      int status = AskHandover(path, reason, sizeof(reason));
-      if (status != 200) {
-        LogDiagnostic("control endpoint: %s is kept by the process holding it (%d: %s)", path,
-                      status, reason);
+    bool held = true;
+    if (unix_socket) {
+      PathState state = ProbeUnix(config.control_path);
+      if (state == PathState::kNotSocket) {
+        LogDiagnostic("control endpoint: %s is not a socket any more; no control endpoint",
+                      Where());
         return false;
       }
-      continue;  // it let go: look again
+      if (state == PathState::kStale) unlink(config.control_path);
+      held = state == PathState::kLive;
     }
-    if (state == PathState::kStale) unlink(path);
-    int handle = ListenUnix(path);
-    if (handle >= 0) {
-      g_listener = handle;
-      int expected = kAsking;
-      if (!g_state.compare_exchange_strong(expected, kServing)) {  // exiting meanwhile
-        ReleaseListener();
+    if (!held || !unix_socket) {
+      int handle = Listen();
+      if (handle >= 0) {
+        g_listener = handle;
+        int expected = kAsking;
+        if (!g_state.compare_exchange_strong(expected, kServing)) {  // exiting meanwhile
+          ReleaseListener();
+          return false;
+        }
+        LogDiagnostic("control endpoint: %s taken over, listening", Where());
+        return true;
+      }
+      if (errno != EADDRINUSE) {
+        LogDiagnostic("control endpoint: cannot listen on %s: %s", Where(), strerror(errno));
         return false;
       }
-      LogDiagnostic("control endpoint: %s taken over, listening", path);
-      return true;
     }
-    if (errno != EADDRINUSE) {
-      LogDiagnostic("control endpoint: cannot listen on %s: %s", path, strerror(errno));
+    char reason[200];
+    int status = AskHandover(reason, sizeof(reason));
+    if (status != 200) {
+      LogDiagnostic("control endpoint: %s is kept by the process holding it (%d: %s)", Where(),
+                    status, reason);
       return false;
     }
   }
-  LogDiagnostic("control endpoint: %s changed hands meanwhile; no control endpoint", path);
+  LogDiagnostic("control endpoint: %s changed hands meanwhile; no control endpoint", Where());
   return false;
 }
 
@@ -1221,11 +1460,12 @@ void StartControlServer() {
     }
   } else {
     handle = ListenTcp(config);
+    if (handle < 0 && errno == EADDRINUSE) g_state.store(kAsking);  // as above
   }
   if (g_state.load() != kAsking) {
     if (handle < 0) {
       if (errno == EADDRINUSE) {
-        // Held by another process (a TCP endpoint has no handover):
+        // Another process bound it between the probe and the bind:
         // quietly without one (its stderr is the host's).
         LogDiagnostic("control endpoint: %s is in use; no control endpoint", Where());
       } else {
