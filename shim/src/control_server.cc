@@ -1478,13 +1478,14 @@ void StartControlServer() {
     g_listener = handle;
     g_state.store(kServing);
   }
+  int fd = g_listener >= 0 ? ShimFdNumber(g_listener) : -1;  // before the thread owns it
   int error = StartShimThread("retain-ctl", ControlThreadMain);
   if (error != 0) {
     LogWarning("control endpoint: cannot start its thread: %s", strerror(error));
     ReleaseListener();
     g_state.store(kNone);
-  } else if (g_listener >= 0) {
-    LogDiagnostic("control endpoint listening on %s (fd %d)", Where(), ShimFdNumber(g_listener));
+  } else if (fd >= 0) {
+    LogDiagnostic("control endpoint listening on %s (fd %d)", Where(), fd);
   }
   errno = saved;
 }

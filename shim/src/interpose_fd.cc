@@ -27,6 +27,15 @@ int RawDup2(int old_fd, int new_fd) {
 #endif
 }
 
+// Where libc has no close_range or closefrom (glibc before 2.34: a caller
+// found the hook with dlsym), the system call.
+int LibcCloseRange(unsigned first, unsigned last, int flags) {
+  if (RealFunctionsReady() && g_real.close_range != nullptr) {
+    return g_real.close_range(first, last, flags);
+  }
+  return static_cast<int>(syscall(SYS_close_range, first, last, flags));
+}
+
 }  // namespace
 
 RETAIN_EXPORT int dup2(int old_fd, int new_fd) {
@@ -46,23 +55,22 @@ RETAIN_EXPORT int dup3(int old_fd, int new_fd, int flags) {
 }
 
 RETAIN_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
-  if (!HookReady()) return static_cast<int>(syscall(SYS_close_range, first, last, flags));
-  if (RETAIN_LIKELY(!MaybeShimFd(last > INT_MAX ? INT_MAX : static_cast<int>(last))) ||
-      g_thread.busy != 0) {
-    return g_real.close_range(first, last, flags);
+  if (!HookReady() || g_thread.busy != 0 ||
+      RETAIN_LIKELY(!MaybeShimFd(last > INT_MAX ? INT_MAX : static_cast<int>(last)))) {
+    return LibcCloseRange(first, last, flags);
   }
   return ShimFdsCloseRange(first, last, flags);
 }
 
 RETAIN_EXPORT void closefrom(int low) {
-  if (!HookReady()) {
-    syscall(SYS_close_range, low < 0 ? 0u : static_cast<unsigned>(low), ~0u, 0);
+  if (HookReady() && g_thread.busy == 0 &&
+      RETAIN_UNLIKELY(g_shim_fd_floor.load(std::memory_order_relaxed) != INT_MAX)) {
+    ShimFdsCloseFrom(low);
     return;
   }
-  if (RETAIN_LIKELY(g_shim_fd_floor.load(std::memory_order_relaxed) == INT_MAX) ||
-      g_thread.busy != 0) {
+  if (RealFunctionsReady() && g_real.closefrom != nullptr) {
     g_real.closefrom(low);
-    return;
+  } else {
+    LibcCloseRange(low < 0 ? 0u : static_cast<unsigned>(low), ~0u, 0);
   }
-  ShimFdsCloseFrom(low);
 }

@@ -238,7 +238,10 @@ TEST_F(ControlLimitsTest, ANinthConnectionTakesTheOldestIdleOnesSlot) {
     ASSERT_GE(idle.back(), 0);
     usleep(20 * 1000);
   }
-  usleep(200 * 1000);  // all eight accepted
+  // All eight accepted: the listener and eight connections in the fixture.
+  ASSERT_TRUE(
+      control::WaitUntil([&] { return control::SocketCount(process_->child().pid()) == 9; }, 5000))
+      << control::SocketCount(process_->child().pid());
   EXPECT_EQ(Ask(Simple("GET", "/stats")).status, 200);
   std::string oldest = control::ReadAll(idle[0], 3000);
   EXPECT_EQ(oldest.rfind("HTTP/1.1 503 ", 0), 0u) << oldest;
