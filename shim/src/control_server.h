@@ -40,17 +40,22 @@
 //  - a fork child never holds it: its copies of the listener and of the
 //    connections are closed in the atfork child handler (exec closes them
 //    too: close-on-exec);
-//  - a process that finds the Unix path held by a live process asks that
-//    holder with POST /handover, from its control thread (start-up does not
-//    wait). The holder checks the asker with SO_PEERCRED and lets go (closes
-//    its listener, removes the file, then answers 200) only if the asker is
-//    its descendant (the ppid chain in /proc) and it has itself never
-//    accepted a connection (socket_table.h's count: it is a wrapper such as
-//    timeout, nice's parent shell or sh, not a server). The asker then
-//    binds. Otherwise it answers 403, and the asker goes without an
-//    endpoint and says why in RETAIN_LOG: a server keeps its endpoint when
-//    the helpers it spawns inherit LD_PRELOAD. A TCP endpoint has no
-//    handover (the port's holder keeps it);
+//  - a process that finds the address held by a live process (the Unix
+//    path accepts connections, or the TCP port is in use) asks that holder
+//    with POST /handover, from its control thread (start-up does not wait).
+//    The holder identifies the asker (Unix: SO_PEERCRED; TCP: the asker
+//    names its pid, ?pid=N, and the holder believes it only if that
+//    process, of the same user, holds the connection's other end: its
+//    socket inode from /proc/net/tcp{,6} among /proc/N/fd) and lets go
+//    (closes its listener, removes the file, then answers 200) only if the
+//    asker is its descendant (the ppid chain in /proc) and it has itself
+//    never accepted a connection (socket_table.h's count: it is a wrapper
+//    such as timeout or sh, not a server). The asker then binds. Otherwise
+//    it answers 403, and the asker goes without an endpoint and says why in
+//    RETAIN_LOG: a server keeps its endpoint when the helpers it spawns
+//    inherit LD_PRELOAD. (A server that accepts without libc's accept, Go's
+//    or io_uring's, counts as a wrapper; so does one that spawns before its
+//    first accept.);
 //  - a socket nobody accepts on (a process that crashed, or exec'd: nice,
 //    env) is stale: removed and bound again. A file that is not a socket is
 //    never touched;
