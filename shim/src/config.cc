@@ -294,6 +294,17 @@ void LoadConfig(Config* config) {
     }
   }
 
+  config->control_rate = kDefaultControlRate;
+  if (const char* text = getenv("RETAIN_CONTROL_RATE"); text != nullptr && *text != '\0') {
+    uint64_t rate = 0;
+    if (!ParseUnsigned(text, &rate) || rate < 1 || rate > kMaxControlRate) {
+      LogWarning("RETAIN_CONTROL_RATE='%.64s' is not a number in 1..%d; using %d", text,
+                 kMaxControlRate, kDefaultControlRate);
+    } else {
+      config->control_rate = static_cast<int>(rate);
+    }
+  }
+
   config->max_memory = kDefaultMaxMemory;
   if (const char* text = getenv("RETAIN_MAX_MEMORY"); text != nullptr && *text != '\0') {
     uint64_t bytes = 0;

@@ -47,11 +47,16 @@ struct Config {
   bool control_ipv6;               // kTcp: which of the two below
   unsigned char control_addr[16];  // kTcp: network order (4 bytes for IPv4)
   uint16_t control_port;           // kTcp: host order
+  // RETAIN_CONTROL_RATE: snapshots the endpoint writes in any one second
+  // (POST and GET /snapshot together; beyond, 429). 1..kMaxControlRate.
+  int control_rate;
 };
 
 inline constexpr int kMaxDepth = 256;
 inline constexpr int kDefaultDepth = 48;
 inline constexpr uint64_t kDefaultMaxMemory = uint64_t{2} << 30;
+inline constexpr int kDefaultControlRate = 5;
+inline constexpr int kMaxControlRate = 100;
 
 // Fills `config` from the environment, warning about bad values.
 void LoadConfig(Config* config);

@@ -74,10 +74,13 @@ bool ResolveRealFunctions() {
 
 void UnresolvedHooks(char* out, size_t size) {
   out[0] = '\0';
-#define RETAIN_CHECK(name)                                                \
-  if (g_real.name == nullptr && strlen(out) + sizeof(#name) + 2 < size) { \
-    if (out[0] != '\0') strcat(out, ",");                                 \
-    strcat(out, #name);                                                   \
+  // glibc has close_range and closefrom since 2.34; where it has not, their
+  // hooks make the system call (interpose_fd.cc) and nothing is lost.
+#define RETAIN_CHECK(name)                                                         \
+  if (g_real.name == nullptr && strcmp(#name, "close_range") != 0 &&               \
+      strcmp(#name, "closefrom") != 0 && strlen(out) + sizeof(#name) + 2 < size) { \
+    if (out[0] != '\0') strcat(out, ",");                                          \
+    strcat(out, #name);                                                            \
   }
   RETAIN_FOR_EACH_HOOK(RETAIN_CHECK)
 #undef RETAIN_CHECK

@@ -59,7 +59,11 @@
   X(sendto)                     \
   X(sendmsg)                    \
   X(writev)                     \
-  X(close)
+  X(close)                      \
+  X(dup2)                       \
+  X(dup3)                       \
+  X(close_range)                \
+  X(closefrom)
 #endif  // __APPLE__
 
 namespace retain::shim {

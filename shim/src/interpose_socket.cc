@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "interpose.h"
+#include "shim_fds.h"
 #include "socket_table.h"
 
 using namespace retain::shim;
@@ -37,6 +38,7 @@ void Outbound(int fd, const void* data, ssize_t result) {
 
 void Accepted(int fd) {
   if (fd < 0 || g_thread.busy != 0) return;
+  CountHostAccept();
   int saved = errno;
   HookScope scope;
   TrackAcceptedSocket(fd);
@@ -155,8 +157,14 @@ RETAIN_EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
 }
 
 // The connection's open requests end before the descriptor can be reused.
+// A descriptor of the shim's is not the host's to close (shim_fds.h): as
+// without the shim, it is not open.
 RETAIN_EXPORT int close(int fd) {
   if (!HookReady()) return static_cast<int>(syscall(SYS_close, fd));
+  if (RETAIN_UNLIKELY(MaybeShimFd(fd)) && g_thread.busy == 0 && IsShimFd(fd)) {
+    errno = EBADF;
+    return -1;
+  }
   if (Following(fd)) {
     int saved = errno;
     {

@@ -16,6 +16,7 @@
 #include "recorder.h"
 #include "sampler.h"
 #include "shim_dlsym.h"
+#include "shim_fds.h"
 #include "shim_state.h"
 #include "snapshot_triggers.h"
 #include "snapshot_writer.h"
@@ -49,9 +50,11 @@ void ForkPrepare() {
   for (int i = 0; i < kGpuApiCount; ++i) GpuTable(static_cast<GpuApi>(i)).LockAll();
   TagTableLockForFork();  // held while it takes arena memory
   ArenaLockForFork();
+  ShimFdsLockForFork();
 }
 
 void ForkParent() {
+  ShimFdsUnlockForFork();
   ArenaUnlockForFork();
   TagTableUnlockForFork();
   for (int i = kGpuApiCount - 1; i >= 0; --i) GpuTable(static_cast<GpuApi>(i)).UnlockAll();
@@ -80,6 +83,10 @@ void ForkChild() {
   g_thread.tid = 0;
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();
+  // The control endpoint is the parent's: the child closes its copies of
+  // the listener and connections, and has none of its own.
+  ShimFdsResetInChild();
+  ControlServerResetInChild();
   --g_thread.busy;
 }
 
@@ -123,7 +130,9 @@ __attribute__((constructor)) void ShimConstructor() {
 }
 
 __attribute__((destructor)) void ShimDestructor() {
-  if (!g_inert && ShimReady()) WriteExitSnapshot();
+  if (g_inert || !ShimReady()) return;
+  StopControlServer();  // its socket file goes first: the exit snapshot may take a while
+  WriteExitSnapshot();
 }
 
 }  // namespace

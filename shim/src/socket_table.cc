@@ -32,6 +32,7 @@ struct Connection {
 };
 
 std::atomic<Connection*> g_pages[kDirectorySize];
+std::atomic<uint64_t> g_host_accepts;
 
 Connection* Find(int fd, bool create) {
   if (fd < 0 || fd >= kMaxFd) return nullptr;
@@ -177,5 +178,8 @@ void SocketOutboundVector(int fd, const struct iovec* iov, int count, size_t tot
     }
   });
 }
+
+void CountHostAccept() { g_host_accepts.fetch_add(1, std::memory_order_relaxed); }
+uint64_t HostAcceptCount() { return g_host_accepts.load(std::memory_order_relaxed); }
 
 }  // namespace retain::shim

@@ -21,6 +21,11 @@ namespace retain::shim {
 
 // From accept/accept4: start following `fd`.
 void TrackAcceptedSocket(int fd);
+// From accept/accept4, whatever RETAIN_HTTP says: the host accepted a
+// connection. HostAcceptCount() says how many so far (the control endpoint
+// keeps itself for a process that serves: control_server.h).
+void CountHostAccept();
+uint64_t HostAcceptCount();
 // From close: the connection ends; its open requests end.
 void SocketClosed(int fd);
 // True when `fd` is followed (cheap; for the read/write hooks' fast path).
