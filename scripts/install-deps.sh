@@ -32,6 +32,7 @@ TEST_PACKAGES=(
   clang-14 libclang-rt-14-dev          # libFuzzer for the HTTP sniffer fuzz test
   mesa-vulkan-drivers                  # lavapipe, the CPU Vulkan driver the Vulkan layer tests run on
   libamdhip64-dev                      # HIP tests: the real runtime (no GPU needed) and its header
+  libpython3.11-testsuite              # CPython's regression tests run under the shim (tests/peer)
 )
 
 die() {
