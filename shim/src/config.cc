@@ -308,11 +308,16 @@ void LoadConfig(Config* config) {
   config->max_memory = kDefaultMaxMemory;
   if (const char* text = getenv("RETAIN_MAX_MEMORY"); text != nullptr && *text != '\0') {
     uint64_t bytes = 0;
-    if (!ParseByteSize(text, &bytes) || (bytes != 0 && bytes < (uint64_t{1} << 20))) {
+    if (!ParseByteSize(text, &bytes)) {
+      LogWarning("RETAIN_MAX_MEMORY='%.64s' is not a size (or 0 for no cap); using 2GiB", text);
+    } else if (bytes != 0 && bytes < kMinMaxMemory) {
+      // The shim's fixed tables (stack cache, CFI rules, sampling filter,
+      // first arena chunk) take about 2 MiB before the first record.
       LogWarning(
-          "RETAIN_MAX_MEMORY='%.64s' is not a size of at least 1MiB (or 0 for no cap);"
-          " using 2GiB",
+          "RETAIN_MAX_MEMORY='%.64s' is below the smallest cap that records anything;"
+          " using 8MiB",
           text);
+      config->max_memory = kMinMaxMemory;
     } else {
       config->max_memory = bytes;
     }

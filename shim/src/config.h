@@ -55,6 +55,8 @@ struct Config {
 inline constexpr int kMaxDepth = 256;
 inline constexpr int kDefaultDepth = 48;
 inline constexpr uint64_t kDefaultMaxMemory = uint64_t{2} << 30;
+// The smallest RETAIN_MAX_MEMORY accepted (smaller values are raised to it).
+inline constexpr uint64_t kMinMaxMemory = uint64_t{8} << 20;
 inline constexpr int kDefaultControlRate = 5;
 inline constexpr int kMaxControlRate = 100;
 

@@ -1171,9 +1171,15 @@ void Relisten(int64_t now) {
 }
 
 void ServeLoop() {
+  int64_t next_thread_check_ms = 0;
   for (;;) {
     int state = g_state.load();
     int64_t now = NowMs();
+    if (now >= next_thread_check_ms) {
+      next_thread_check_ms = now + 1000;
+      // The program's last thread ended: do what glibc does then.
+      ExitIfOnlyShimThreadsRemain();
+    }
     if (state == kStopping) return CloseAllConnections();
     if (state == kServing) {
       bool lost;

@@ -18,9 +18,14 @@
 #include <malloc.h>
 #endif
 #include <stdlib.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -42,6 +47,7 @@
   X(memalign)                   \
   X(valloc)                     \
   X(pvalloc)                    \
+  X(malloc_usable_size)         \
   X(mmap)                       \
   X(mmap64)                     \
   X(munmap)                     \
@@ -63,7 +69,21 @@
   X(dup2)                       \
   X(dup3)                       \
   X(close_range)                \
-  X(closefrom)
+  X(closefrom)                  \
+  X(pause)                      \
+  X(sigsuspend)                 \
+  X(sigtimedwait)               \
+  X(sigwaitinfo)                \
+  X(poll)                       \
+  X(ppoll)                      \
+  X(select)                     \
+  X(pselect)                    \
+  X(epoll_wait)                 \
+  X(epoll_pwait)                \
+  X(nanosleep)                  \
+  X(clock_nanosleep)            \
+  X(usleep)                     \
+  X(sleep)
 #endif  // __APPLE__
 
 namespace retain::shim {

@@ -30,10 +30,12 @@ void* Reallocate(void* pointer, size_t size, Call call) {
   }
   LiveRecord old;
   bool had_record = TakeHeapRecord(pointer, &old);
+  const uint64_t dropped_usable = had_record ? 0 : DroppedBlockUsableSize(pointer);
   void* result = call();
   int saved = errno;
   if (result != nullptr || size == 0) {  // moved, resized, or freed (realloc(p, 0))
     if (had_record) CompleteHeapRecordFree(old);
+    ForgetDroppedHeapBytes(dropped_usable);
     RecordAlloc(result, size);
   } else if (had_record) {
     RestoreHeapRecord(old);
@@ -84,6 +86,15 @@ RETAIN_EXPORT void free(void* pointer) noexcept {
   HookScope scope;
   RecordHeapFree(pointer);
   g_real.free(pointer);
+}
+
+// Not recorded; here so that a block of the bootstrap allocator's is
+// measured by the shim, never handed to the real allocator.
+RETAIN_EXPORT size_t malloc_usable_size(void* pointer) noexcept {
+  if (pointer == nullptr) return 0;
+  if (RETAIN_UNLIKELY(IsBootstrapMemory(pointer))) return BootstrapAllocationSize(pointer);
+  if (!HookReady()) return 0;
+  return g_real.malloc_usable_size(pointer);
 }
 
 RETAIN_EXPORT void* calloc(size_t count, size_t size) noexcept {

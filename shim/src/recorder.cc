@@ -3,9 +3,13 @@
 
 #include <errno.h>
 #include <sys/mman.h>
+#if defined(__APPLE__)
+#include <malloc/malloc.h>
+#endif
 
 #include <atomic>
 
+#include "hook_table.h"
 #include "process_info.h"
 #include "sampler.h"
 #include "stack_capture.h"
@@ -20,6 +24,26 @@ constinit LiveTable g_heap;
 constinit BirthSequence g_births;
 std::atomic<uint64_t> g_unknown_frees;
 std::atomic<uint64_t> g_reentries;
+std::atomic<uint64_t> g_dropped_live_bytes;
+std::atomic<uint64_t> g_dropped_live_count;
+
+// The allocator's usable size of a live block (Darwin: malloc_size).
+uint64_t UsableSize(void* pointer) {
+#if defined(__APPLE__)
+  return malloc_size(pointer);
+#else
+  return g_real.malloc_usable_size(pointer);
+#endif
+}
+
+// Subtracts without going below 0: a block freed here may predate the shim
+// (then it was never added).
+void SaturatingSubtract(std::atomic<uint64_t>& value, uint64_t amount) {
+  uint64_t current = value.load(std::memory_order_relaxed);
+  while (!value.compare_exchange_weak(current, current > amount ? current - amount : 0,
+                                      std::memory_order_relaxed)) {
+  }
+}
 
 // Page-aligned length as the kernel sees a mapping.
 size_t PageRound(size_t length) { return (length + 4095) & ~size_t{4095}; }
@@ -63,19 +87,43 @@ void RecordHeapAlloc(void* pointer, size_t size) {
   int saved = errno;
   LiveRecord record = NewRecord(reinterpret_cast<uintptr_t>(pointer), size, HostKind(Kind::kHeap));
   if (g_sample_interval != 0) SampledInsert(record.address);
-  g_heap.Insert(record, g_births);
+  if (!g_heap.Insert(record, g_births)) {
+    g_dropped_live_bytes.fetch_add(UsableSize(pointer), std::memory_order_relaxed);
+    g_dropped_live_count.fetch_add(1, std::memory_order_relaxed);
+  }
   errno = saved;
 }
+
+uint64_t DroppedBlockUsableSize(void* pointer) {
+  if (__builtin_expect(g_heap.dropped() == 0, 1)) return 0;
+  return UsableSize(pointer);
+}
+
+void ForgetDroppedHeapBytes(uint64_t usable_bytes) {
+  if (usable_bytes == 0) return;
+  SaturatingSubtract(g_dropped_live_bytes, usable_bytes);
+  SaturatingSubtract(g_dropped_live_count, 1);
+}
+
+uint64_t DroppedHeapLiveBytes() { return g_dropped_live_bytes.load(std::memory_order_relaxed); }
+uint64_t DroppedHeapLiveCount() { return g_dropped_live_count.load(std::memory_order_relaxed); }
 
 void RecordHeapFree(void* pointer) {
   const auto address = reinterpret_cast<uintptr_t>(pointer);
   if (g_sample_interval != 0) {
     // Most blocks were never sampled: no lock, no lookup for them.
     if (!SampledMayContain(address)) return;
-    if (g_heap.Remove(address)) SampledErase(address);
+    if (g_heap.Remove(address)) {
+      SampledErase(address);
+    } else {
+      ForgetDroppedHeapBytes(DroppedBlockUsableSize(pointer));
+    }
     return;
   }
-  if (!g_heap.Remove(address)) g_unknown_frees.fetch_add(1, std::memory_order_relaxed);
+  if (!g_heap.Remove(address)) {
+    g_unknown_frees.fetch_add(1, std::memory_order_relaxed);
+    ForgetDroppedHeapBytes(DroppedBlockUsableSize(pointer));
+  }
 }
 
 bool TakeHeapRecord(void* pointer, LiveRecord* out) {

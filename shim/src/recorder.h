@@ -27,6 +27,17 @@ bool TakeHeapRecord(void* pointer, LiveRecord* out);
 void RestoreHeapRecord(const LiveRecord& record);
 void CompleteHeapRecordFree(const LiveRecord& record);
 
+// Degraded mode (RETAIN_MAX_MEMORY reached): a heap block the table had no
+// room for is still counted live, by its usable size (malloc_usable_size,
+// the same measure when it is freed), so the totals stay right. Before the
+// real free or realloc of a block the table does not know:
+// DroppedBlockUsableSize gives what to forget (0 while nothing was dropped),
+// ForgetDroppedHeapBytes forgets it once the call succeeded.
+uint64_t DroppedBlockUsableSize(void* pointer);
+void ForgetDroppedHeapBytes(uint64_t usable_bytes);
+uint64_t DroppedHeapLiveBytes();
+uint64_t DroppedHeapLiveCount();
+
 // Mappings. The caller holds ProgramMappings().Lock() across the real call
 // and these; `stack_id` was captured before taking that lock.
 void RecordMapping(void* address, size_t length, int prot, int flags, int fd, uint32_t stack_id);

@@ -6,6 +6,9 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "log.h"
@@ -38,24 +41,47 @@ void WritePendingSignalSnapshots() {
   }
 }
 
+// The service thread waits for work, and once a second checks that the
+// program still has a thread of its own: a shim thread must never be what
+// keeps a process alive after its last thread ended.
 void* ServiceThreadMain(void*) {
   // Everything this thread does is the shim's own work.
   g_thread.busy = 1;
+  g_service_running.store(true, std::memory_order_seq_cst);
   for (;;) {
     WritePendingSignalSnapshots();
     if (TagCompactionDue()) CompactTags();
-    while (sem_wait(&g_wakeup) != 0 && errno == EINTR) {
+    timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += 1;
+    int waited;
+    while ((waited = sem_clockwait(&g_wakeup, CLOCK_MONOTONIC, &deadline)) != 0 && errno == EINTR) {
     }
+    if (waited != 0) ExitIfOnlyShimThreadsRemain();
   }
   return nullptr;
 }
 
 void OnSnapshotSignal(int) {
   int saved = errno;
+  ++g_thread.snapshot_signals;
   g_pending_signal_snapshots.fetch_add(1, std::memory_order_acq_rel);
-  if (g_service_running.load(std::memory_order_acquire)) sem_post(&g_wakeup);
+  if (g_service_running.load(std::memory_order_seq_cst)) {
+    sem_post(&g_wakeup);
+  } else {
+    g_service_thread_wanted.store(true, std::memory_order_release);
+  }
   errno = saved;
 }
+
+// The kernel's struct for rt_sigaction (glibc's hides the signals it
+// reserves for itself).
+struct KernelSigaction {
+  void* handler;
+  unsigned long flags;
+  void* restorer;
+  unsigned long mask;
+};
 
 }  // namespace
 
@@ -78,6 +104,8 @@ void InstallSnapshotTriggers() {
   sigemptyset(&action.sa_mask);
   if (sigaction(signal_number, &action, nullptr) != 0) return;
   g_triggers_installed.store(true);
+  // Started by the next recorded allocation: it must exist before a signal
+  // comes, to write the snapshot of a program that then blocks in read().
   g_service_thread_wanted.store(true, std::memory_order_release);
 }
 
@@ -87,17 +115,36 @@ void StartServiceThread() {
   if (g_service_started.exchange(true)) return;
   int error = StartShimThread("retain", ServiceThreadMain);
   if (error != 0) {
+    g_service_started.store(false);
     LogDiagnostic("cannot start the service thread: %s", strerror(error));
-    return;
   }
-  g_service_running.store(true, std::memory_order_release);
-  sem_post(&g_wakeup);  // requests that arrived before it existed
+}
+
+bool InterruptedOnlyBySnapshotSignal(uint32_t snapshot_signals_before) {
+  if (g_thread.snapshot_signals == snapshot_signals_before) return false;
+  if (g_service_thread_wanted.load(std::memory_order_relaxed)) {
+    BusyScope busy;  // the thread's own allocations are not the host's
+    StartServiceThread();
+  }
+  // Any handler of the host's could have run too, and the host would then
+  // expect its EINTR: resume only when it has none.
+  for (int signo = 1; signo < NSIG; ++signo) {
+    if (signo == SIGKILL || signo == SIGSTOP || signo == GetConfig().snapshot_signal) continue;
+    if (signo == SIGRTMIN - 2 || signo == SIGRTMIN - 1) continue;  // glibc's own (cancel, setxid)
+    KernelSigaction current;
+    if (syscall(SYS_rt_sigaction, signo, nullptr, &current, sizeof(current.mask)) != 0) continue;
+    if (current.handler != reinterpret_cast<void*>(SIG_DFL) &&
+        current.handler != reinterpret_cast<void*>(SIG_IGN)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void WakeServiceThread() {
-  if (g_service_running.load(std::memory_order_acquire)) {
+  if (g_service_running.load(std::memory_order_seq_cst)) {
     sem_post(&g_wakeup);
-  } else if (!g_service_started.load(std::memory_order_acquire)) {
+  } else {
     g_service_thread_wanted.store(true, std::memory_order_release);
   }
 }
@@ -114,7 +161,7 @@ void SnapshotTriggersResetInChild() {
   g_service_started.store(false);
   g_exit_written.store(false);
   g_pending_signal_snapshots.store(0);  // the parent's requests, not ours
-  g_service_thread_wanted.store(g_triggers_installed.load() || TagCount() != 0);
+  g_service_thread_wanted.store(g_triggers_installed.load());
 }
 
 }  // namespace retain::shim

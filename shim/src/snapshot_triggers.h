@@ -6,13 +6,18 @@
 // A signal handler cannot write a snapshot (the writer takes locks and the
 // loader lock), so it only counts the request and posts a semaphore
 // (async-signal-safe); the service thread, named "retain", wakes and writes.
-// That thread starts lazily, from the first recorded allocation after it
-// became wanted; a request that arrives before it exists is written when it
-// starts, or at exit at the latest.
+// That thread starts lazily, from the first recorded allocation after the
+// signal trigger was installed (or work arrived: an ended request, a wait
+// the signal interrupted, interpose_wait.cc), and lives on; once a second it
+// checks that the program still has a thread of its own, and ends the
+// process as glibc would (exit(0)) when the program's last thread has ended
+// (OnlyShimThreadsRemain). A request that arrives before it exists is
+// written when it starts, or at exit at the latest.
 #ifndef RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_
 #define RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_
 
 #include <atomic>
+#include <cstdint>
 
 namespace retain::shim {
 
@@ -30,6 +35,13 @@ inline void MaybeStartServiceThread() {
     StartServiceThread();
   }
 }
+
+// From a wait hook that got EINTR: true when the interruption was the
+// snapshot signal's alone, so the wait should resume: this thread's handler
+// ran for it since `snapshot_signals_before` (g_thread.snapshot_signals),
+// and the host has no signal handler of its own that could have run as well.
+// Starts the service thread when a snapshot waits for it.
+bool InterruptedOnlyBySnapshotSignal(uint32_t snapshot_signals_before);
 
 // Wakes the service thread for its upkeep (from any thread, guard held or
 // not; not from a signal handler). If it is not running yet, it is asked to

@@ -321,6 +321,11 @@ bool CaptureTables(TableCapture& capture) {
       // Read with every table locked: every record numbered below this is
       // in the copy, and none numbered at or above it.
       capture.next_birth_sequence = Births().StartGeneration();
+      // Blocks the heap table had no room for (degraded) are live all the
+      // same: counted by usable size (recorder.h).
+      KindCounters& heap = capture.counters[KindIndex(Kind::kHeap)];
+      heap.live_bytes += DroppedHeapLiveBytes();
+      heap.live_count += DroppedHeapLiveCount();
       capture.requests_opened = TagCount();
       capture.requests_closed = ClosedTagCount();
     }
@@ -556,6 +561,8 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   health.UintField(19, tags.retained);
   health.UintField(20, tags.released);
   health.UintField(21, tags.released_unreported);
+  health.UintField(22, DroppedHeapLiveBytes());
+  health.UintField(23, DroppedHeapLiveCount());
   out.MessageField(8, health);
 }
 

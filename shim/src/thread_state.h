@@ -49,6 +49,9 @@ struct ThreadState {
   // 1 + the index of this thread's slot for the CFI walker's memo of its
   // previous walk (cfi_unwinder.cc); 0 = none yet.
   uint32_t cfi_memo_slot;
+  // Snapshot signals (RETAIN_SIGNAL) this thread's handler ran for, so a
+  // wait they interrupted can tell and resume (interpose_wait.cc).
+  uint32_t snapshot_signals;
 };
 
 extern __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));

@@ -111,10 +111,10 @@ TEST(ConfigTest, BadValuesWarnOnceAndUseTheDefault) {
     const char* name;
     const char* value;
   };
-  for (Case c : {Case{"RETAIN_DEPTH", "abc"}, Case{"RETAIN_DEPTH", "0"},
-                 Case{"RETAIN_DEPTH", "100000"}, Case{"RETAIN_UNWIND", "magic"},
-                 Case{"RETAIN_SIGNAL", "NOPE"}, Case{"RETAIN_MAX_MEMORY", "lots"},
-                 Case{"RETAIN_MAX_MEMORY", "10"}, Case{"RETAIN_LOG", "maybe"}}) {
+  for (Case c :
+       {Case{"RETAIN_DEPTH", "abc"}, Case{"RETAIN_DEPTH", "0"}, Case{"RETAIN_DEPTH", "100000"},
+        Case{"RETAIN_UNWIND", "magic"}, Case{"RETAIN_SIGNAL", "NOPE"},
+        Case{"RETAIN_MAX_MEMORY", "lots"}, Case{"RETAIN_LOG", "maybe"}}) {
     setenv(c.name, c.value, 1);
     Config config;
     testing::internal::CaptureStderr();
@@ -128,6 +128,22 @@ TEST(ConfigTest, BadValuesWarnOnceAndUseTheDefault) {
     EXPECT_EQ(config.unwind, UnwindMode::kCfi);
     EXPECT_EQ(config.snapshot_signal, SIGUSR2);
     EXPECT_EQ(config.max_memory, kDefaultMaxMemory);
+  }
+}
+
+// A cap below what the shim's fixed tables take would record nothing at all:
+// it is raised to the smallest cap that records, with one line.
+TEST(ConfigTest, TooSmallMemoryCapIsRaisedToTheMinimum) {
+  for (const char* value : {"10", "1MiB", "4MiB"}) {
+    setenv("RETAIN_MAX_MEMORY", value, 1);
+    Config config;
+    testing::internal::CaptureStderr();
+    LoadConfig(&config);
+    std::string err = testing::internal::GetCapturedStderr();
+    unsetenv("RETAIN_MAX_MEMORY");
+    EXPECT_EQ(err, std::string("retain: RETAIN_MAX_MEMORY='") + value +
+                       "' is below the smallest cap that records anything; using 8MiB\n");
+    EXPECT_EQ(config.max_memory, kMinMaxMemory);
   }
 }
 
