@@ -2,11 +2,15 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -28,15 +32,40 @@ bool ParseUnsigned(const char* text, uint64_t* value) {
   return true;
 }
 
+// `path` made absolute against the working directory, into `out`. False
+// when it does not fit or the working directory cannot be read.
+bool MakeAbsolute(const char* path, char* out, size_t size) {
+  if (path[0] == '/') return snprintf(out, size, "%s", path) < static_cast<int>(size);
+  char cwd[1024];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return false;
+  const char* rest = path;
+  while (rest[0] == '.' && rest[1] == '/') rest += 2;
+  if (strcmp(rest, ".") == 0) rest = "";
+  const char* separator = rest[0] == '\0' || strcmp(cwd, "/") == 0 ? "" : "/";
+  return snprintf(out, size, "%s%s%s", cwd, separator, rest) < static_cast<int>(size);
+}
+
 void LoadDir(Config* config) {
   const char* dir = getenv("RETAIN_DIR");
   if (dir == nullptr || *dir == '\0') dir = ".";
-  if (strlen(dir) >= sizeof(config->dir) - 64) {
-    LogWarning("RETAIN_DIR is longer than %zu bytes; using the working directory",
-               sizeof(config->dir) - 64);
-    dir = ".";
+  // Room for "/.<name>.<pid>.<sequence>.pb.tmp".
+  const size_t limit = sizeof(config->dir) - 64;
+  if (strlen(dir) >= limit || !MakeAbsolute(dir, config->dir, limit)) {
+    LogConfigError(
+        "RETAIN_DIR is longer than %zu bytes or the working directory is unknown;"
+        " using '/tmp'",
+        limit);
+    strcpy(config->dir, "/tmp");
+    return;
   }
-  strcpy(config->dir, dir);
+  struct stat st;
+  if (stat(config->dir, &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      LogConfigError("RETAIN_DIR '%s' is not a directory; no snapshot can be written", config->dir);
+    }
+  } else if (errno != ENOENT) {
+    LogConfigError("RETAIN_DIR '%s': %s", config->dir, strerror(errno));
+  }
 }
 
 }  // namespace
@@ -188,20 +217,28 @@ bool ParseControl(const char* text, Config* config, const char** why) {
 void LoadConfig(Config* config) {
   *config = Config{};
   const char* log = getenv("RETAIN_LOG");
-  config->log = log != nullptr && (strcmp(log, "1") == 0 || strcasecmp(log, "on") == 0 ||
-                                   strcasecmp(log, "true") == 0 || strcasecmp(log, "yes") == 0);
-  if (log != nullptr && !config->log && strcmp(log, "0") != 0 && strcasecmp(log, "off") != 0 &&
-      strcasecmp(log, "false") != 0 && strcasecmp(log, "no") != 0 && *log != '\0') {
-    LogWarning("RETAIN_LOG='%.64s' is not 0 or 1; using 0", log);
+  if (log != nullptr && *log != '\0') {
+    if (strcmp(log, "1") == 0 || strcasecmp(log, "on") == 0 || strcasecmp(log, "true") == 0 ||
+        strcasecmp(log, "yes") == 0) {
+      config->log = true;
+    } else if (strcmp(log, "0") == 0 || strcasecmp(log, "off") == 0 ||
+               strcasecmp(log, "false") == 0 || strcasecmp(log, "no") == 0) {
+      config->log = false;
+    } else if (strchr(log, '/') != nullptr &&
+               MakeAbsolute(log, config->log_path, sizeof(config->log_path))) {
+      config->log = true;
+    } else {
+      LogConfigError("RETAIN_LOG='%.64s' is not 0, 1 or a path; using 0", log);
+    }
   }
-  SetDiagnosticsEnabled(config->log);
+  SetLogDestination(config->log, config->log_path[0] != '\0' ? config->log_path : nullptr);
 
   LoadDir(config);
 
   config->snapshot_signal = SIGUSR2;
   if (const char* text = getenv("RETAIN_SIGNAL"); text != nullptr && *text != '\0') {
     if (!ParseSignal(text, &config->snapshot_signal)) {
-      LogWarning(
+      LogConfigError(
           "RETAIN_SIGNAL='%.64s' is not none, USR1, USR2, HUP or a catchable signal number;"
           " using USR2",
           text);
@@ -216,7 +253,7 @@ void LoadConfig(Config* config) {
     } else if (strcasecmp(text, "libunwind") == 0) {
       config->unwind = UnwindMode::kLibunwind;
     } else if (strcasecmp(text, "cfi") != 0) {
-      LogWarning("RETAIN_UNWIND='%.64s' is not cfi, libunwind or fp; using cfi", text);
+      LogConfigError("RETAIN_UNWIND='%.64s' is not cfi, libunwind or fp; using cfi", text);
     }
   }
 
@@ -224,8 +261,8 @@ void LoadConfig(Config* config) {
   if (const char* text = getenv("RETAIN_DEPTH"); text != nullptr && *text != '\0') {
     uint64_t depth = 0;
     if (!ParseUnsigned(text, &depth) || depth < 1 || depth > kMaxDepth) {
-      LogWarning("RETAIN_DEPTH='%.64s' is not a number in 1..%d; using %d", text, kMaxDepth,
-                 kDefaultDepth);
+      LogConfigError("RETAIN_DEPTH='%.64s' is not a number in 1..%d; using %d", text, kMaxDepth,
+                     kDefaultDepth);
     } else {
       config->depth = static_cast<int>(depth);
     }
@@ -236,7 +273,7 @@ void LoadConfig(Config* config) {
     if (strcasecmp(text, "off") == 0 || strcmp(text, "0") == 0) {
       config->http = false;
     } else if (strcasecmp(text, "on") != 0 && strcmp(text, "1") != 0) {
-      LogWarning("RETAIN_HTTP='%.64s' is not on or off; using on", text);
+      LogConfigError("RETAIN_HTTP='%.64s' is not on or off; using on", text);
     }
   }
   config->vulkan = true;
@@ -244,14 +281,14 @@ void LoadConfig(Config* config) {
     if (strcasecmp(text, "off") == 0 || strcmp(text, "0") == 0) {
       config->vulkan = false;
     } else if (strcasecmp(text, "on") != 0 && strcmp(text, "1") != 0) {
-      LogWarning("RETAIN_VULKAN='%.64s' is not on or off; using on", text);
+      LogConfigError("RETAIN_VULKAN='%.64s' is not on or off; using on", text);
     }
   }
   config->http_paths[0] = '\0';
   if (const char* text = getenv("RETAIN_HTTP_PATHS"); text != nullptr) {
     if (strlen(text) >= sizeof(config->http_paths)) {
-      LogWarning("RETAIN_HTTP_PATHS is longer than %zu bytes; every path opens a tag",
-                 sizeof(config->http_paths) - 1);
+      LogConfigError("RETAIN_HTTP_PATHS is longer than %zu bytes; every path opens a tag",
+                     sizeof(config->http_paths) - 1);
     } else {
       strcpy(config->http_paths, text);
     }
@@ -261,7 +298,8 @@ void LoadConfig(Config* config) {
   if (const char* text = getenv("RETAIN_SNAPSHOT_EVERY"); text != nullptr && *text != '\0') {
     uint64_t every = 0;
     if (!ParseUnsigned(text, &every)) {
-      LogWarning("RETAIN_SNAPSHOT_EVERY='%.64s' is not a number of requests; using 0 (off)", text);
+      LogConfigError("RETAIN_SNAPSHOT_EVERY='%.64s' is not a number of requests; using 0 (off)",
+                     text);
     } else {
       config->snapshot_every = every;
     }
@@ -272,8 +310,8 @@ void LoadConfig(Config* config) {
       text != nullptr && *text != '\0' && strcmp(text, "off") != 0) {
     uint64_t bytes = 0;
     if (!ParseByteSize(text, &bytes)) {
-      LogWarning("RETAIN_SAMPLE='%.64s' is not a byte size (e.g. 512KiB); recording everything",
-                 text);
+      LogConfigError("RETAIN_SAMPLE='%.64s' is not a byte size (e.g. 512KiB); recording everything",
+                     text);
     } else {
       config->sample_interval = bytes;
     }
@@ -281,7 +319,7 @@ void LoadConfig(Config* config) {
   config->sample_seed = 0;
   if (const char* text = getenv("RETAIN_SAMPLE_SEED"); text != nullptr && *text != '\0') {
     if (!ParseUnsigned(text, &config->sample_seed)) {
-      LogWarning("RETAIN_SAMPLE_SEED='%.64s' is not a number; seeding from the clock", text);
+      LogConfigError("RETAIN_SAMPLE_SEED='%.64s' is not a number; seeding from the clock", text);
       config->sample_seed = 0;
     }
   }
@@ -290,7 +328,7 @@ void LoadConfig(Config* config) {
   if (const char* text = getenv("RETAIN_CONTROL"); text != nullptr && *text != '\0') {
     const char* why = nullptr;
     if (!ParseControl(text, config, &why)) {
-      LogWarning("RETAIN_CONTROL='%.128s' %s; no control endpoint", text, why);
+      LogConfigError("RETAIN_CONTROL='%.128s' %s; no control endpoint", text, why);
     }
   }
 
@@ -298,8 +336,8 @@ void LoadConfig(Config* config) {
   if (const char* text = getenv("RETAIN_CONTROL_RATE"); text != nullptr && *text != '\0') {
     uint64_t rate = 0;
     if (!ParseUnsigned(text, &rate) || rate < 1 || rate > kMaxControlRate) {
-      LogWarning("RETAIN_CONTROL_RATE='%.64s' is not a number in 1..%d; using %d", text,
-                 kMaxControlRate, kDefaultControlRate);
+      LogConfigError("RETAIN_CONTROL_RATE='%.64s' is not a number in 1..%d; using %d", text,
+                     kMaxControlRate, kDefaultControlRate);
     } else {
       config->control_rate = static_cast<int>(rate);
     }
@@ -309,11 +347,11 @@ void LoadConfig(Config* config) {
   if (const char* text = getenv("RETAIN_MAX_MEMORY"); text != nullptr && *text != '\0') {
     uint64_t bytes = 0;
     if (!ParseByteSize(text, &bytes)) {
-      LogWarning("RETAIN_MAX_MEMORY='%.64s' is not a size (or 0 for no cap); using 2GiB", text);
+      LogConfigError("RETAIN_MAX_MEMORY='%.64s' is not a size (or 0 for no cap); using 2GiB", text);
     } else if (bytes != 0 && bytes < kMinMaxMemory) {
       // The shim's fixed tables (stack cache, CFI rules, sampling filter,
       // first arena chunk) take about 2 MiB before the first record.
-      LogWarning(
+      LogConfigError(
           "RETAIN_MAX_MEMORY='%.64s' is below the smallest cap that records anything;"
           " using 8MiB",
           text);

@@ -14,7 +14,9 @@ enum class UnwindMode { kCfi, kLibunwind, kFramePointer };
 enum class ControlKind { kOff, kUnix, kTcp };
 
 struct Config {
-  // RETAIN_DIR: where snapshots go. Default: the working directory.
+  // RETAIN_DIR: where snapshots go, made absolute at start (a relative one
+  // is relative to the working directory the program started in). Default:
+  // that working directory.
   char dir[1024];
   // RETAIN_SIGNAL: signal number that asks for a snapshot; 0 = none.
   int snapshot_signal;
@@ -24,8 +26,10 @@ struct Config {
   int depth;
   // RETAIN_MAX_MEMORY: cap on the shim's own memory, bytes; 0 = no cap.
   uint64_t max_memory;
-  // RETAIN_LOG: diagnostics on stderr.
+  // RETAIN_LOG: the shim's diagnostics and run-time problems: off (0, the
+  // default), on stderr (1), or appended to a file (a path, made absolute).
   bool log;
+  char log_path[1024];  // empty: stderr
   // RETAIN_HTTP: follow HTTP/1.x on accepted sockets to tag requests.
   bool http;
   // RETAIN_HTTP_PATHS: comma-separated paths that open tags; "" = all.

@@ -1447,7 +1447,7 @@ void StartControlServer() {
   if (config.control == ControlKind::kUnix) {
     switch (ProbeUnix(config.control_path)) {
       case PathState::kNotSocket:
-        LogWarning("control endpoint: %s exists and is not a socket; no control endpoint",
+        LogConfigError("control endpoint: %s exists and is not a socket; no control endpoint",
                    config.control_path);
         errno = saved;
         return;
@@ -1475,7 +1475,7 @@ void StartControlServer() {
         // quietly without one (its stderr is the host's).
         LogDiagnostic("control endpoint: %s is in use; no control endpoint", Where());
       } else {
-        LogWarning("control endpoint: cannot listen on %s: %s; no control endpoint", Where(),
+        LogConfigError("control endpoint: cannot listen on %s: %s; no control endpoint", Where(),
                    strerror(errno));
       }
       errno = saved;

@@ -4,34 +4,59 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "shim_fds.h"
+
 namespace retain::shim {
+namespace {
+
+constexpr size_t kWriteChunk = size_t{1} << 20;
+
+}  // namespace
 
 ssize_t ReadSmallFile(const char* path, char* buffer, size_t size) {
   int saved = errno;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  int handle = ShimOpen(path, O_RDONLY);
+  if (handle < 0) {
     errno = saved;
     return -1;
   }
   size_t total = 0;
-  while (total + 1 < size) {
-    ssize_t n = read(fd, buffer + total, size - 1 - total);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    total += static_cast<size_t>(n);
+  {
+    ShimFdUse use(handle);
+    while (use.fd() >= 0 && total + 1 < size) {
+      ssize_t n = syscall(SYS_read, use.fd(), buffer + total, size - 1 - total);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      total += static_cast<size_t>(n);
+    }
   }
   buffer[total] = '\0';
-  close(fd);
+  ShimFdClose(handle);
   errno = saved;
   return static_cast<ssize_t>(total);
 }
 
-bool WriteAll(int fd, const void* data, size_t size) {
+int OpenShimFile(const char* path, int flags, unsigned int mode) {
+  return ShimOpen(path, flags, mode);
+}
+
+bool WriteAllToShimFile(int handle, const void* data, size_t size) {
   auto* p = static_cast<const char*>(data);
   while (size > 0) {
-    ssize_t n = write(fd, p, size);
+    ssize_t n;
+    {
+      // One write per hold: the lock is shared with the host's
+      // close_range and dup2 hooks.
+      ShimFdUse use(handle);
+      if (use.fd() < 0) {
+        errno = EBADF;
+        return false;
+      }
+      n = syscall(SYS_write, use.fd(), p, size < kWriteChunk ? size : kWriteChunk);
+    }
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     p += n;
@@ -39,6 +64,8 @@ bool WriteAll(int fd, const void* data, size_t size) {
   }
   return true;
 }
+
+void CloseShimFile(int handle) { ShimFdClose(handle); }
 
 unsigned long long ProcKilobytesField(const char* text, const char* key) {
   size_t key_length = strlen(key);

@@ -1,5 +1,7 @@
 // file_util: raw file I/O for the shim: no stdio (it allocates), EINTR and
-// short transfers handled, errno preserved. Async-signal-safe.
+// short transfers handled, errno preserved. The files the shim opens are
+// held through shim_fds.h (out of the host's descriptor range, out of its
+// close_range and dup2). Not async-signal-safe (shim_fds' lock).
 #ifndef RETAIN_SHIM_SRC_FILE_UTIL_H_
 #define RETAIN_SHIM_SRC_FILE_UTIL_H_
 
@@ -13,8 +15,12 @@ namespace retain::shim {
 // Returns the byte count, or -1.
 ssize_t ReadSmallFile(const char* path, char* buffer, size_t size);
 
-// Writes all of `data`; false on error.
-bool WriteAll(int fd, const void* data, size_t size);
+// A file the shim writes: open (ShimOpen's handle, or -1 with errno), write
+// all of `data` (false on error, or when the host took the descriptor over
+// behind the hooks), close.
+int OpenShimFile(const char* path, int flags, unsigned int mode);
+bool WriteAllToShimFile(int handle, const void* data, size_t size);
+void CloseShimFile(int handle);
 
 // Value in bytes of a "Key:   1234 kB" line of /proc status-style text;
 // 0 when absent.

@@ -180,9 +180,9 @@ int ShimAccept(int listener, int flags) {
   return fd < 0 ? -1 : Register(fd);
 }
 
-int ShimOpen(const char* path, int flags) {
+int ShimOpen(const char* path, int flags, unsigned int mode) {
   SpinLockHolder hold(g_lock);
-  int fd = open(path, flags | O_CLOEXEC);
+  int fd = open(path, flags | O_CLOEXEC, static_cast<mode_t>(mode));
   return fd < 0 ? -1 : Register(fd);
 }
 

@@ -43,7 +43,7 @@ inline constexpr int kShimFdSpan = 64;
 // (SOCK_CLOEXEC is added); it fails with EBADF when the listener is lost.
 int ShimSocket(int domain, int type);
 int ShimAccept(int listener, int flags);
-int ShimOpen(const char* path, int flags);
+int ShimOpen(const char* path, int flags, unsigned int mode = 0);
 
 // Holds the lock while the shim operates on the handle's descriptor: fd()
 // is its number, verified to still be the shim's, or -1 when lost. Make

@@ -67,6 +67,10 @@ void ForkParent() {
 }
 
 void ForkChild() {
+  // First: everything below may read a file (ReadSmallFile takes its lock).
+  // The control endpoint is the parent's: the child closes its copies of
+  // the listener and connections, and has none of its own.
+  ShimFdsResetInChild();
   ArenaResetInChild();
   TagTableResetInChild();
   HeapTable().ResetLocksInChild();
@@ -83,9 +87,6 @@ void ForkChild() {
   g_thread.tid = 0;
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();
-  // The control endpoint is the parent's: the child closes its copies of
-  // the listener and connections, and has none of its own.
-  ShimFdsResetInChild();
   ControlServerResetInChild();
   --g_thread.busy;
 }
@@ -114,7 +115,9 @@ __attribute__((constructor)) void ShimConstructor() {
   }
   if (!InitializeShim()) return;
   if (!LoadUnwinder() && GetConfig().unwind == UnwindMode::kLibunwind) {
-    LogWarning("cannot load libunwind.so.8; stacks come from frame pointers only");
+    LogConfigError(
+        "RETAIN_UNWIND=libunwind: cannot load libunwind.so.8; stacks come from frame"
+        " pointers only");
   }
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InstallSnapshotTriggers();
@@ -127,6 +130,7 @@ __attribute__((constructor)) void ShimConstructor() {
   }
   LogDiagnostic("started in pid %u (%s): %d hooks resolved, snapshots to %s", Pid(), ExePath(),
                 kHookCount, GetConfig().dir);
+  FinishConfigReport();  // after the last configuration error of the start
 }
 
 __attribute__((destructor)) void ShimDestructor() {

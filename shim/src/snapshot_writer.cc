@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -155,18 +156,18 @@ class BlockEncoder {
 // Streams the top-level buffer to the file in large pieces.
 class Output {
  public:
-  explicit Output(int fd) : fd_(fd) {}
+  explicit Output(int file) : file_(file) {}
   ProtoBuffer& buffer() { return buffer_; }
   bool MaybeFlush() { return buffer_.size() < kFlushBytes || Flush(); }
   bool Flush() {
     if (buffer_.failed()) return false;
-    if (!WriteAll(fd_, buffer_.data(), buffer_.size())) return false;
+    if (!WriteAllToShimFile(file_, buffer_.data(), buffer_.size())) return false;
     buffer_.Clear();
     return true;
   }
 
  private:
-  int fd_;
+  int file_;  // a shim_fds handle
   ProtoBuffer buffer_;
 };
 
@@ -523,6 +524,11 @@ void EncodeTotals(ProtoBuffer& out, const KindCounters* counters) {
   }
 }
 
+// Why the last snapshot could not be written, and how many could not: for
+// the next snapshot's health block (the host's stderr is not the place).
+uint64_t g_failed_snapshots;
+char g_last_failure[256];
+
 void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   MmapTable& mappings = ProgramMappings();
   mappings.Lock();
@@ -563,20 +569,33 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   health.UintField(21, tags.released_unreported);
   health.UintField(22, DroppedHeapLiveBytes());
   health.UintField(23, DroppedHeapLiveCount());
+  health.UintField(24, g_failed_snapshots);
+  if (g_failed_snapshots != 0) health.StringField(25, g_last_failure);
   out.MessageField(8, health);
 }
 
-bool EnsureDirectory(const char* dir) {
+void RecordFailure(const char* format, ...) __attribute__((format(printf, 1, 2)));
+void RecordFailure(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(g_last_failure, sizeof(g_last_failure), format, args);
+  va_end(args);
+  ++g_failed_snapshots;
+  LogWarning("%s", g_last_failure);
+}
+
+// 0, or the errno that keeps `dir` from holding snapshots.
+int EnsureDirectory(const char* dir) {
   struct stat st;
-  if (stat(dir, &st) == 0) return S_ISDIR(st.st_mode);
-  return mkdir(dir, 0700) == 0 || errno == EEXIST;
+  if (stat(dir, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+  if (mkdir(dir, 0700) == 0 || errno == EEXIST) return 0;
+  return errno;
 }
 
 bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path_size) {
   const Config& config = GetConfig();
-  if (!EnsureDirectory(config.dir)) {
-    LogWarning("cannot write snapshots: RETAIN_DIR '%s' is not a directory (%s)", config.dir,
-               strerror(errno));
+  if (int error = EnsureDirectory(config.dir); error != 0) {
+    RecordFailure("cannot write snapshots to RETAIN_DIR '%s': %s", config.dir, strerror(error));
     return false;
   }
   // A program that exec()s itself keeps its pid and starts a new shim whose
@@ -592,9 +611,9 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
   char temp_path[sizeof(path) + 16];
   snprintf(temp_path, sizeof(temp_path), "%s/.%s.%u.%u.pb.tmp", config.dir, ExeBaseName(), Pid(),
            sequence);
-  int fd = open(temp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    LogWarning("cannot create %s: %s", temp_path, strerror(errno));
+  int file = OpenShimFile(temp_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (file < 0) {
+    RecordFailure("cannot create %s: %s", temp_path, strerror(errno));
     return false;
   }
   uint64_t started_us = PreciseMicrosSinceStart();
@@ -605,7 +624,7 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
     TagCapture tags;
     ok = CaptureTables(capture) && tags.Capture();
     if (ok) CountTagBytes(capture, tags);
-    Output output(fd);
+    Output output(file);
     IdSet referenced;
     if (ok) {
       EncodeHeader(output.buffer(), trigger, label, sequence, capture);
@@ -626,11 +645,14 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
     if (ok) tags.MarkReported();
   }
   int saved_errno = errno;
-  if (close(fd) != 0) ok = false;
-  if (ok && rename(temp_path, path) != 0) ok = false;
+  CloseShimFile(file);
+  if (ok && rename(temp_path, path) != 0) {
+    ok = false;
+    saved_errno = errno;
+  }
   if (!ok) {
-    LogWarning("failed to write snapshot %s (%s)", path,
-               ArenaExhausted() ? "shim memory cap reached" : strerror(saved_errno));
+    RecordFailure("cannot write snapshot %s: %s", path,
+                  ArenaExhausted() ? "shim memory cap reached" : strerror(saved_errno));
     unlink(temp_path);
     return false;
   }

@@ -144,10 +144,10 @@ bool WriteManifest(const char* dir, const char* text, size_t length, char* path,
                CurrentThreadId());
   if (n < 0 || static_cast<size_t>(n) >= sizeof(temporary)) return false;
   unlink(temporary);  // a leftover of a process with our pid that died mid-write
-  int fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  bool written = WriteAll(fd, text, length);
-  if (close(fd) != 0) written = false;
+  int file = OpenShimFile(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+  if (file < 0) return false;
+  bool written = WriteAllToShimFile(file, text, length);
+  CloseShimFile(file);
   if (!written || rename(temporary, path) != 0) {
     unlink(temporary);
     return false;
@@ -227,21 +227,21 @@ void InstallVulkanLayer() {
   static char path[PATH_MAX];
   static char manifest[PATH_MAX * 2 + 1024];
   if (!RealPathOfShim(library)) {
-    LogWarning("cannot find the path of libretain.so; Vulkan allocations are not recorded");
+    LogConfigError("cannot find the path of libretain.so; Vulkan allocations are not recorded");
     return;
   }
   size_t length = FormatVulkanManifest(library, manifest, sizeof(manifest));
   const char* why = nullptr;
   if (length == 0) {
-    LogWarning("the path of libretain.so is too long for a Vulkan layer manifest");
+    LogConfigError("the path of libretain.so is too long for a Vulkan layer manifest");
     return;
   }
   if (!PrepareManifestDir(library, dir, sizeof(dir), &why)) {
-    LogWarning("Vulkan layer directory %s %s; Vulkan allocations are not recorded", dir, why);
+    LogConfigError("Vulkan layer directory %s %s; Vulkan allocations are not recorded", dir, why);
     return;
   }
   if (!WriteManifest(dir, manifest, length, path, sizeof(path))) {
-    LogWarning(
+    LogConfigError(
         "cannot write the Vulkan layer manifest in %s (%s); Vulkan allocations are not"
         " recorded",
         dir, strerror(errno));
@@ -252,7 +252,7 @@ void InstallVulkanLayer() {
   const char* variable = getenv("VK_LAYER_PATH") != nullptr ? "VK_LAYER_PATH" : "VK_ADD_LAYER_PATH";
   if (!AddToVariable(variable, dir, ':') ||
       !AddToVariable("VK_LOADER_LAYERS_ENABLE", kVulkanLayerName, ',')) {
-    LogWarning(
+    LogConfigError(
         "%s or VK_LOADER_LAYERS_ENABLE is too long to add the Vulkan layer; Vulkan"
         " allocations are not recorded",
         variable);

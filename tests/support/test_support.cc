@@ -404,6 +404,13 @@ std::string ReadFileOrFail(const std::string& path) {
   return contents;
 }
 
+bool WriteFile(const std::string& path, const std::string& contents) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  bool ok = write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size());
+  return close(fd) == 0 && ok;
+}
+
 uint64_t LiveBytes(const v1::Snapshot& snapshot, v1::Kind kind) {
   uint64_t bytes = 0;
   for (const tool::Allocation& row : tool::FlattenAllocations(snapshot)) {

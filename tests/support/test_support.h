@@ -67,6 +67,9 @@ v1::Snapshot LoadSnapshot(const std::string& path);
 // returns "" if it cannot be read.
 std::string ReadFileOrFail(const std::string& path);
 
+// Creates or replaces `path` with `contents`; false on error.
+bool WriteFile(const std::string& path, const std::string& contents);
+
 // Sum of live allocation sizes / counts of one kind, from the allocation rows.
 uint64_t LiveBytes(const v1::Snapshot& snapshot, v1::Kind kind);
 uint64_t LiveCount(const v1::Snapshot& snapshot, v1::Kind kind);

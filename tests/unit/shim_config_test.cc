@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <utility>
 
@@ -59,7 +60,9 @@ TEST(ConfigTest, DefaultsWithoutEnvironment) {
   testing::internal::CaptureStderr();
   LoadConfig(&config);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
-  EXPECT_STREQ(config.dir, ".");
+  char cwd[1024];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  EXPECT_STREQ(config.dir, cwd);  // the working directory, made absolute
   EXPECT_EQ(config.snapshot_signal, SIGUSR2);
   EXPECT_EQ(config.unwind, UnwindMode::kCfi);
   EXPECT_EQ(config.depth, kDefaultDepth);
