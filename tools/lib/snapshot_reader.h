@@ -34,12 +34,14 @@ struct Allocation {
   v1::Attribution attribution = v1::ATTRIBUTION_NONE;  // how tag_id was chosen
 };
 
-// The largest snapshot file read unless the caller allows more: 1 GiB. The
-// packed columns take 12 to 15 bytes per live allocation (14.4 at 1M in
-// bench/README.md), so 10 million live allocations, a large server, make a
-// snapshot of about 150 MB with its stacks; 1 GiB leaves room for about 70
-// million. Parsed, a snapshot takes about ten times its file size in memory,
-// which is why a bigger file is refused before it is read, not after.
+// The largest snapshot file read unless the caller allows more: 1 GiB. A
+// snapshot takes 12 to 16 bytes per live allocation (14.4 at 1M in
+// bench/README.md, 16.0 measured again with the stacks of bench_diff_workload),
+// so 10 million live allocations, a large server, make one of 150-170 MB;
+// 1 GiB leaves room for about 65 million. Parsed, a snapshot takes 8-10
+// times its file size in memory (retain-dump: 141 MB peak for the 16.8 MB
+// snapshot of 1M allocations), so 1 GiB already means ~10 GiB of RAM: a
+// bigger file is refused before it is read, not after.
 inline constexpr uint64_t kDefaultMaxSnapshotBytes = uint64_t{1} << 30;
 // libprotobuf parses at most 2 GiB - 1 in one piece: no option goes beyond.
 inline constexpr uint64_t kMaxParsableSnapshotBytes = (uint64_t{1} << 31) - 1;
