@@ -133,6 +133,11 @@ int main(int argc, char** argv) {
   if (!threshold.ok()) return Fail(threshold.status().message());
   if (threshold->per_request && !trend) return Fail("--fail-over SIZE/request needs --trend");
 
+  // Before anything reads: --rules - reads standard input too.
+  std::vector<std::string> inputs = paths;
+  inputs.push_back(absl::GetFlag(FLAGS_rules));
+  if (absl::Status once = CheckStdinOnce(inputs); !once.ok()) return Fail(once.message());
+
   retain::v1::Rules rules;
   if (!absl::GetFlag(FLAGS_rules).empty()) {
     absl::StatusOr<retain::v1::Rules> loaded = LoadRules(absl::GetFlag(FLAGS_rules));
@@ -143,9 +148,6 @@ int main(int argc, char** argv) {
   owner_options.extra_skip = absl::GetFlag(FLAGS_skip);
   owner_options.chain_depth = absl::GetFlag(FLAGS_depth);
 
-  std::vector<std::string> inputs = paths;
-  inputs.push_back(absl::GetFlag(FLAGS_rules));  // --rules - reads standard input too
-  if (absl::Status once = CheckStdinOnce(inputs); !once.ok()) return Fail(once.message());
   ReadOptions read_options;
   absl::StatusOr<uint64_t> max_size = ParseMaxSnapshotSize(absl::GetFlag(FLAGS_max_snapshot_size));
   if (!max_size.ok()) return Fail(max_size.status().message());

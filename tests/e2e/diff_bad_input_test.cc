@@ -213,6 +213,14 @@ TEST_F(DiffBadInputTest, StandardInput) {
   EXPECT_EQ(big.stderr_data,
             "retain-diff: stdin: more than the largest snapshot read (100 B; "
             "--max-snapshot-size raises it)\n");
+  // Rules from standard input, the snapshot from a file.
+  options.argv = {RETAIN_DIFF_PATH, "--json", "--by=category", "--rules=-", Real()};
+  options.stdin_data = "category { name: \"leak\" frame: \"LeakyTrieInsert\" }\n";
+  const RunResult rules = ::retain::test::Run(options);
+  ASSERT_EQ(rules.exit_code, 0) << Describe(rules);
+  const Json by_category = ParseJson(rules.stdout_data);
+  ASSERT_TRUE(by_category.ok) << by_category.error;
+  EXPECT_EQ(by_category.Str("rows.0.owner.key"), "leak");
   ExpectRejected({"-", "-"}, "standard input (-) can be read once");
   ExpectRejected({"--rules=-", "-"}, "standard input (-) can be read once");
 }
