@@ -137,6 +137,25 @@ TEST(ParseRulesTest, RefusesRegexesNestedTooDeeplyOrTooLong) {
             "r.txt: category x: a frame regex of 1025 characters (at most 1024)");
 }
 
+// Found by rules_fuzz: std::regex parses the number of a back-reference or
+// a repetition into a long without checking (a 20-digit one overflows it:
+// undefined behaviour). Numbers of more than 6 digits are refused first;
+// digits elsewhere are literal text and stay.
+TEST(ParseRulesTest, RefusesNumbersTheRegexLibraryWouldOverflow) {
+  const auto frame = [](const std::string& regex) {
+    return ParseRules(absl::StrCat("category { name: \"x\" frame: \"", regex, "\" }"), "r.txt");
+  };
+  for (const std::string regex :
+       {"\\\\22222222222222222222", "a{99999999999999999999}", "a{1,1234567}"}) {
+    SCOPED_TRACE(regex);
+    absl::StatusOr<v1::Rules> rules = frame(regex);
+    ASSERT_FALSE(rules.ok());
+    EXPECT_THAT(std::string(rules.status().message()),
+                testing::EndsWith("': a repetition count or back-reference of more than 6 digits"));
+  }
+  EXPECT_TRUE(frame("0x7f0000001234|llama_3_70b|a{2,30}").ok());
+}
+
 // Found by rules_fuzz: a regex (or a name) with a newline in it (\n in the
 // text format) made a two-line message.
 TEST(ParseRulesTest, MessagesAreOneLineWhateverTheFileHolds) {

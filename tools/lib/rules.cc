@@ -13,27 +13,48 @@
 namespace retain::tool {
 namespace {
 
-// The deepest nesting of groups in an ECMAScript pattern: '(' outside
-// bracket expressions and not escaped.
-int GroupNesting(absl::string_view pattern) {
+// What the standard library's regex compiler would recurse or count on, in
+// an ECMAScript pattern: the deepest nesting of groups ('(' outside bracket
+// expressions, not escaped) and the longest number it parses, the digits of
+// a back-reference (\12) or of a repetition ({2,30}). It accumulates those
+// in a long without checking: 20 digits overflow it (undefined behaviour;
+// found by rules_fuzz).
+struct PatternShape {
+  int nesting = 0;
+  size_t longest_number = 0;
+};
+
+PatternShape Shape(absl::string_view pattern) {
+  PatternShape shape;
   int depth = 0;
-  int deepest = 0;
   bool in_brackets = false;
+  bool in_braces = false;
+  const auto digits_at = [&](size_t i) {
+    size_t end = i;
+    while (end < pattern.size() && pattern[end] >= '0' && pattern[end] <= '9') ++end;
+    return end - i;
+  };
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '\\') {
+      shape.longest_number = std::max(shape.longest_number, digits_at(i + 1));
       ++i;  // the escaped character is a literal
     } else if (in_brackets) {
       if (c == ']') in_brackets = false;
+    } else if (in_braces) {
+      if (c == '}') in_braces = false;
+      shape.longest_number = std::max(shape.longest_number, digits_at(i));
     } else if (c == '[') {
       in_brackets = true;
+    } else if (c == '{') {
+      in_braces = true;
     } else if (c == '(') {
-      deepest = std::max(deepest, ++depth);
+      shape.nesting = std::max(shape.nesting, ++depth);
     } else if (c == ')' && depth > 0) {
       --depth;
     }
   }
-  return deepest;
+  return shape;
 }
 
 // Names and regexes from the file, for messages: a string in the text
@@ -72,8 +93,13 @@ absl::Status CheckFrameRegex(const std::string& pattern) {
   const auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("bad regex '", Quoted(pattern), "': ", why));
   };
-  if (GroupNesting(pattern) > kMaxRuleRegexNesting) {
+  const PatternShape shape = Shape(pattern);
+  if (shape.nesting > kMaxRuleRegexNesting) {
     return bad(absl::StrCat("groups nested more than ", kMaxRuleRegexNesting, " deep"));
+  }
+  if (shape.longest_number > kMaxRuleRegexNumberDigits) {
+    return bad(absl::StrCat("a repetition count or back-reference of more than ",
+                            kMaxRuleRegexNumberDigits, " digits"));
   }
   try {
     std::regex compiled(pattern, kRuleRegexFlags);

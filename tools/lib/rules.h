@@ -26,6 +26,9 @@ inline constexpr uint64_t kMaxRulesFileBytes = uint64_t{1} << 20;
 // overflows the stack instead of failing.
 inline constexpr size_t kMaxRuleRegexLength = 1024;
 inline constexpr int kMaxRuleRegexNesting = 32;
+// The longest repetition count ({n,m}) or back-reference (\n): the library
+// parses them into a long without checking for overflow.
+inline constexpr size_t kMaxRuleRegexNumberDigits = 6;
 
 // How rule and --skip regexes are compiled: ECMAScript, searched anywhere in
 // a frame's name.
@@ -34,9 +37,9 @@ inline constexpr std::regex::flag_type kRuleRegexFlags =
 
 // Checks one frame regex (a rule's or a --skip one): at most
 // kMaxRuleRegexLength characters, groups nested at most kMaxRuleRegexNesting
-// deep, and it compiles. Errors (InvalidArgument): "a frame regex of N
-// characters (at most 1024)", "bad regex '...': why" (control characters
-// escaped, so the message is one line).
+// deep, numbers of at most kMaxRuleRegexNumberDigits digits, and it compiles. Errors
+// (InvalidArgument): "a frame regex of N characters (at most 1024)", "bad regex '...': why"
+// (control characters escaped, so the message is one line).
 absl::Status CheckFrameRegex(const std::string& pattern);
 
 // Parses rules text; `name` is used in messages. Errors (InvalidArgument):
