@@ -29,7 +29,8 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(
   git                                  # real programs the transparency tests run (and python3)
   golang-go                            # `go tool pprof`: the pprof test's independent reader
-  clang-14 libclang-rt-14-dev          # libFuzzer for the HTTP sniffer fuzz test
+  clang-14 libclang-rt-14-dev          # libFuzzer: the fuzz tests (HTTP sniffer, snapshot reader, rules)
+  ninja-build                          # cmake -G Ninja: the project builds with it as with make
   mesa-vulkan-drivers                  # lavapipe, the CPU Vulkan driver the Vulkan layer tests run on
   libamdhip64-dev                      # HIP tests: the real runtime (no GPU needed) and its header
   libpython3.11-testsuite              # CPython's regression tests run under the shim (tests/peer)

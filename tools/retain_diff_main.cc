@@ -20,6 +20,7 @@
 #include "tools/lib/diff.h"
 #include "tools/lib/diff_format.h"
 #include "tools/lib/dump_format.h"
+#include "tools/lib/input_file.h"
 #include "tools/lib/owner.h"
 #include "tools/lib/pprof_writer.h"
 #include "tools/lib/snapshot_reader.h"
@@ -41,6 +42,8 @@ ABSL_FLAG(std::string, fail_over, "",
 ABSL_FLAG(bool, force, false, "diff snapshots of two different programs");
 ABSL_FLAG(std::vector<std::string>, debug_dir, {}, "directories with separate debug files");
 ABSL_FLAG(std::string, sysroot, "", "prefix for the module paths in the snapshots");
+ABSL_FLAG(std::string, max_snapshot_size, "1GiB",
+          "refuse snapshot files larger than SIZE before reading them (at most 2GiB-1)");
 
 namespace {
 
@@ -60,6 +63,8 @@ constexpr char kHelp[] =
     "  --fail-over SIZE     exit 1 above SIZE retained (SIZE/request with --trend)\n"
     "  --force              diff snapshots of two different programs\n"
     "  --debug-dir DIR,...  --sysroot DIR   where to find module files and debug info\n"
+    "  --max-snapshot-size SIZE   largest snapshot read (default 1GiB)\n"
+    "A snapshot named - is read from standard input (a file or a pipe).\n"
     "Exit status: 0 done, 1 over --fail-over, 2 usage or input error.\n";
 
 std::string HumanBytesOf(uint64_t bytes) { return HumanBytes(bytes); }
@@ -128,6 +133,11 @@ int main(int argc, char** argv) {
   if (!threshold.ok()) return Fail(threshold.status().message());
   if (threshold->per_request && !trend) return Fail("--fail-over SIZE/request needs --trend");
 
+  // Before anything reads: --rules - reads standard input too.
+  std::vector<std::string> inputs = paths;
+  inputs.push_back(absl::GetFlag(FLAGS_rules));
+  if (absl::Status once = CheckStdinOnce(inputs); !once.ok()) return Fail(once.message());
+
   retain::v1::Rules rules;
   if (!absl::GetFlag(FLAGS_rules).empty()) {
     absl::StatusOr<retain::v1::Rules> loaded = LoadRules(absl::GetFlag(FLAGS_rules));
@@ -138,12 +148,28 @@ int main(int argc, char** argv) {
   owner_options.extra_skip = absl::GetFlag(FLAGS_skip);
   owner_options.chain_depth = absl::GetFlag(FLAGS_depth);
 
+  ReadOptions read_options;
+  absl::StatusOr<uint64_t> max_size = ParseMaxSnapshotSize(absl::GetFlag(FLAGS_max_snapshot_size));
+  if (!max_size.ok()) return Fail(max_size.status().message());
+  read_options.max_bytes = *max_size;
+
   std::vector<std::unique_ptr<retain::v1::Snapshot>> snapshots;
   for (const std::string& path : paths) {
-    absl::StatusOr<retain::v1::Snapshot> snapshot = ReadSnapshotFile(path);
+    absl::StatusOr<retain::v1::Snapshot> snapshot = ReadSnapshotFile(path, read_options);
     if (!snapshot.ok()) return Fail(snapshot.status().message());
     snapshots.push_back(std::make_unique<retain::v1::Snapshot>(*std::move(snapshot)));
   }
+
+  // Said before anything else: every figure below is incomplete.
+  std::vector<const retain::v1::Snapshot*> read;
+  for (const auto& snapshot : snapshots) read.push_back(snapshot.get());
+  std::vector<std::string> names;
+  for (const std::string& path : paths) names.push_back(path == kStdinPath ? "stdin" : path);
+  const std::string degraded = DegradedWarning(read, names);
+  // The table shows it on top; JSON and folded output are for programs, so
+  // the person running them hears it on stderr.
+  const bool text_output = !absl::GetFlag(FLAGS_json) && !absl::GetFlag(FLAGS_folded);
+  if (!degraded.empty() && !text_output) std::cerr << "retain-diff: warning: " << degraded << "\n";
 
   SymbolizerOptions symbolizer_options;
   symbolizer_options.debug_dirs = absl::GetFlag(FLAGS_debug_dir);
@@ -156,6 +182,7 @@ int main(int argc, char** argv) {
   FormatOptions format;
   format.top = absl::GetFlag(FLAGS_top);
   format.by = owner_options.by;
+  format.degraded_warning = degraded;
   int exit_code = 0;
   std::string output;
   if (trend) {

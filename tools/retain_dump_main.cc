@@ -15,19 +15,24 @@
 #include "absl/strings/str_cat.h"
 #include "tools/lib/cli.h"
 #include "tools/lib/dump_format.h"
+#include "tools/lib/input_file.h"
 #include "tools/lib/snapshot_reader.h"
 
 ABSL_FLAG(int, top, 10, "number of stacks to list, largest live bytes first (0: none)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of the text summary");
+ABSL_FLAG(std::string, max_snapshot_size, "1GiB",
+          "refuse snapshot files larger than SIZE before reading them (at most 2GiB-1)");
 
 namespace {
 
-constexpr char kUsage[] = "usage: retain-dump [--top N] [--json] SNAPSHOT.pb";
+constexpr char kUsage[] = "usage: retain-dump [--top N] [--json] SNAPSHOT.pb | -";
 constexpr char kHelp[] =
     "Prints a retain snapshot: header, process memory, totals per kind, shim\n"
     "health and the stacks holding the most live bytes.\n"
     "  --top N   stacks to list, largest live bytes first (default 10; 0: none)\n"
     "  --json    print one JSON object instead of the text summary\n"
+    "  --max-snapshot-size SIZE   largest snapshot read (default 1GiB)\n"
+    "SNAPSHOT.pb - reads the snapshot from standard input (a file or a pipe).\n"
     "Exit status: 0 printed, 2 usage error or unreadable snapshot.\n";
 
 int Fail(absl::string_view message) {
@@ -53,11 +58,17 @@ int main(int argc, char** argv) {
                              kUsage, ")"));
   }
   retain::tool::DumpOptions options;
-  options.source = args[1];
+  options.source = args[1] == retain::tool::kStdinPath ? "stdin" : args[1];
   options.top = absl::GetFlag(FLAGS_top);
   if (options.top < 0) return Fail(absl::StrCat("--top must be 0 or more, not ", options.top));
 
-  absl::StatusOr<retain::v1::Snapshot> snapshot = retain::tool::ReadSnapshotFile(options.source);
+  absl::StatusOr<uint64_t> max_size =
+      retain::tool::ParseMaxSnapshotSize(absl::GetFlag(FLAGS_max_snapshot_size));
+  if (!max_size.ok()) return Fail(max_size.status().message());
+  retain::tool::ReadOptions read_options;
+  read_options.max_bytes = *max_size;
+  absl::StatusOr<retain::v1::Snapshot> snapshot =
+      retain::tool::ReadSnapshotFile(args[1], read_options);
   if (!snapshot.ok()) return Fail(snapshot.status().message());
 
   const std::string text = absl::GetFlag(FLAGS_json)

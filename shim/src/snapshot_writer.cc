@@ -19,6 +19,7 @@
 #include "arena.h"
 #include "birth_sequence.h"
 #include "config.h"
+#include "crc32.h"
 #include "file_util.h"
 #include "gpu_recorder.h"
 #include "hook_table.h"
@@ -153,7 +154,8 @@ class BlockEncoder {
   bool failed_ = false;
 };
 
-// Streams the top-level buffer to the file in large pieces.
+// Streams the top-level buffer to the file in large pieces, keeping the
+// length and CRC-32 of everything written for the footer.
 class Output {
  public:
   explicit Output(int file) : file_(file) {}
@@ -162,13 +164,24 @@ class Output {
   bool Flush() {
     if (buffer_.failed()) return false;
     if (!WriteAllToShimFile(file_, buffer_.data(), buffer_.size())) return false;
+    crc_ = Crc32Update(crc_, buffer_.data(), buffer_.size());
+    length_ += buffer_.size();
     buffer_.Clear();
     return true;
+  }
+  // Flushes, then ends the file with the footer (Header.ends_with_footer).
+  bool Finish() {
+    if (!Flush()) return false;
+    uint8_t footer[kFooterSize];
+    EncodeFooter(length_, crc_, footer);
+    return WriteAllToShimFile(file_, footer, sizeof(footer));
   }
 
  private:
   int file_;  // a shim_fds handle
   ProtoBuffer buffer_;
+  uint64_t length_ = 0;
+  uint32_t crc_ = kCrc32Initial;
 };
 
 // Both tables and their counters as of one instant: the mappings lock and
@@ -234,8 +247,9 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t
   header.UintField(16, ForkedFromPid());
   header.UintField(17, ShimStartUnixNs());
   header.UintField(18, g_sample_interval);
-  header.UintField(19, capture.requests_opened);
-  header.UintField(20, capture.requests_closed);
+  header.BoolField(19, true);  // Output::Finish writes the footer
+  header.UintField(20, capture.requests_opened);
+  header.UintField(21, capture.requests_closed);
   out.MessageField(1, header);
 }
 
@@ -640,7 +654,7 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
     if (ok) {
       EncodeTotals(output.buffer(), capture.counters);
       EncodeHealth(output.buffer(), capture);
-      ok = output.Flush();
+      ok = output.Finish();
     }
     if (ok) tags.MarkReported();
   }

@@ -4,8 +4,11 @@
 //
 // The file is written as $RETAIN_DIR/.<exe>.<pid>.<seq>.pb.tmp and renamed
 // into place only when complete: a half-written snapshot never exists under
-// its final name. Each shard of the live table is copied under its lock and
-// encoded outside it, so allocating threads wait at most one shard copy.
+// its final name. It ends with a footer (Snapshot.footer: the length and
+// CRC-32 of every byte before it, computed while streaming), so that a reader
+// tells a copy that was cut or damaged later from a whole one. Each shard of
+// the live table is copied under its lock and encoded outside it, so
+// allocating threads wait at most one shard copy.
 //
 // Thread-safe (writes are serialized). Takes locks and the loader lock: call
 // from normal context only, never from a signal handler or a hook. Never

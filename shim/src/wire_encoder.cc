@@ -80,4 +80,14 @@ void ProtoBuffer::PackedField(uint32_t field, const ProtoBuffer& packed) {
   MessageField(field, packed);
 }
 
+void EncodeFooter(uint64_t length, uint32_t crc32, uint8_t (&out)[kFooterSize]) {
+  constexpr uint32_t kSnapshotFooterField = 15;
+  out[0] = static_cast<uint8_t>((kSnapshotFooterField << 3) | kWireLengthDelimited);
+  out[1] = kFooterSize - 2;
+  out[2] = static_cast<uint8_t>((1 << 3) | kWireFixed64);
+  for (int i = 0; i < 8; ++i) out[3 + i] = static_cast<uint8_t>(length >> (8 * i));
+  out[11] = static_cast<uint8_t>((2 << 3) | kWireFixed32);
+  for (int i = 0; i < 4; ++i) out[12 + i] = static_cast<uint8_t>(crc32 >> (8 * i));
+}
+
 }  // namespace retain::shim

@@ -58,6 +58,13 @@ class ProtoBuffer {
 inline constexpr uint32_t kWireVarint = 0;
 inline constexpr uint32_t kWireFixed64 = 1;
 inline constexpr uint32_t kWireLengthDelimited = 2;
+inline constexpr uint32_t kWireFixed32 = 5;
+
+// Snapshot.footer (proto/retain.proto, message Footer) as the last bytes of
+// the file: always these 16, so a reader finds it without parsing:
+//   0x7a 0x0e, 0x09 + length (8 bytes, little-endian), 0x15 + crc32 (4 bytes).
+inline constexpr size_t kFooterSize = 16;
+void EncodeFooter(uint64_t length, uint32_t crc32, uint8_t (&out)[kFooterSize]);
 
 // Encoded size of a varint.
 inline size_t VarintSize(uint64_t value) {

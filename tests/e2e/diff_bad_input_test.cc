@@ -6,6 +6,10 @@
 // bytes, re-serialized with format_version 99 through the generated classes,
 // another protobuf message (retain.v1.Rules), snapshots of two unrelated
 // programs (diff_unrelated) without --force; and bad command lines.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
@@ -128,7 +132,8 @@ TEST_F(DiffBadInputTest, EmptyFile) {
 }
 
 // Cut in half (moved past a field boundary if the half falls on one, where
-// the rest would be a shorter but well-formed message).
+// the rest would be a shorter but well-formed message). Before the footer,
+// this was "not a retain snapshot: not a valid protobuf message".
 TEST_F(DiffBadInputTest, TruncatedSnapshot) {
   const std::string bytes = ReadFile(Real());
   ASSERT_GT(bytes.size(), 100u);
@@ -136,8 +141,88 @@ TEST_F(DiffBadInputTest, TruncatedSnapshot) {
   size_t cut = bytes.size() / 2;
   while (boundaries.count(cut)) ++cut;
   const std::string half = WriteFile(dir_.path() + "/half.pb", bytes.substr(0, cut));
-  ExpectRejected({half}, "half.pb: not a retain snapshot");
-  ExpectRejected({server_->Snapshot(0), half}, "half.pb: not a retain snapshot");
+  const std::string expected = absl::StrCat("half.pb: truncated snapshot (", cut, " of at least ");
+  ExpectRejected({half}, expected);
+  ExpectRejected({server_->Snapshot(0), half}, expected);
+  // Only the footer cut off: the rest is a well-formed snapshot.
+  const std::string no_footer =
+      WriteFile(dir_.path() + "/no_footer.pb", bytes.substr(0, bytes.size() - 16));
+  ExpectRejected({no_footer}, absl::StrCat("no_footer.pb: truncated snapshot (", bytes.size() - 16,
+                                           " bytes: the footer the shim writes last is missing)"));
+}
+
+// One byte changed in the middle of a real snapshot: before the footer it
+// could read as a valid but wrong snapshot (a changed size, address or
+// count) or give a protobuf parse error; now it is named as corrupted.
+TEST_F(DiffBadInputTest, CorruptedSnapshot) {
+  const std::string bytes = ReadFile(Real());
+  for (size_t at : {size_t{10}, bytes.size() / 2, bytes.size() - 17}) {
+    std::string damaged = bytes;
+    damaged[at] ^= 0x04;
+    const std::string path = WriteFile(absl::StrCat(dir_.path(), "/flip", at, ".pb"), damaged);
+    SCOPED_TRACE(path);
+    ExpectRejected({path}, absl::StrCat("flip", at,
+                                        ".pb: corrupted snapshot (CRC mismatch: the file was "
+                                        "modified or damaged)"));
+  }
+}
+
+// Before: a FIFO hung retain-diff (open() waits for a writer), /dev/zero was
+// read until bad_alloc, and a 2-5 GiB file was read whole before it was
+// refused. Now each is refused before reading.
+TEST_F(DiffBadInputTest, FilesThatAreNotSnapshotsAreRefusedBeforeReading) {
+  const std::string fifo = dir_.path() + "/pipe.pb";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ExpectRejected({fifo}, absl::StrCat(fifo, ": is a FIFO (named pipe), not a regular file"));
+  ExpectRejected({Real(), "/dev/zero"}, "/dev/zero: is a character device, not a regular file");
+  ExpectRejected({dir_.path()}, absl::StrCat(dir_.path(), ": is a directory, not a snapshot"));
+  // Sparse: 3 GiB on paper, nothing on disk.
+  const std::string huge = dir_.path() + "/huge.pb";
+  const int fd = open(huge.c_str(), O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, off_t{3} << 30), 0);
+  close(fd);
+  ExpectRejected({huge},
+                 "huge.pb: 3221225472 bytes (3.0 GiB) is larger than the largest snapshot read "
+                 "(1.0 GiB; --max-snapshot-size raises it)");
+  ASSERT_GT(ReadFile(Real()).size(), 1024u);
+  ExpectRejected({"--max-snapshot-size=1KiB", Real()},
+                 absl::StrCat(Real(), ": ", ReadFile(Real()).size(), " bytes ("));
+  ExpectRejected({"--max-snapshot-size=1KiB", Real()},
+                 "is larger than the largest snapshot read (1.0 KiB; --max-snapshot-size raises "
+                 "it)");
+  ExpectRejected({"--max-snapshot-size=0", Real()}, "--max-snapshot-size: '0' is not between");
+}
+
+// "-" reads a snapshot from standard input (here a pipe), once.
+TEST_F(DiffBadInputTest, StandardInput) {
+  RunOptions options;
+  options.argv = {RETAIN_DIFF_PATH, "--json", server_->Snapshot(0), "-"};
+  options.stdin_data = ReadFile(Real());
+  options.timeout_seconds = 60;
+  const RunResult piped = ::retain::test::Run(options);
+  ASSERT_EQ(piped.exit_code, 0) << Describe(piped);
+  const Json json = ParseJson(piped.stdout_data);
+  ASSERT_TRUE(json.ok) << json.error;
+  EXPECT_EQ(json.Str("mode"), "exact");
+  EXPECT_EQ(json.Int("after.sequence"), LoadSnapshot(Real()).header().sequence());
+
+  options.argv = {RETAIN_DIFF_PATH, "--max-snapshot-size=100", "-"};
+  const RunResult big = ::retain::test::Run(options);
+  EXPECT_EQ(big.exit_code, 2) << Describe(big);
+  EXPECT_EQ(big.stderr_data,
+            "retain-diff: stdin: more than the largest snapshot read (100 B; "
+            "--max-snapshot-size raises it)\n");
+  // Rules from standard input, the snapshot from a file.
+  options.argv = {RETAIN_DIFF_PATH, "--json", "--by=category", "--rules=-", Real()};
+  options.stdin_data = "category { name: \"leak\" frame: \"LeakyTrieInsert\" }\n";
+  const RunResult rules = ::retain::test::Run(options);
+  ASSERT_EQ(rules.exit_code, 0) << Describe(rules);
+  const Json by_category = ParseJson(rules.stdout_data);
+  ASSERT_TRUE(by_category.ok) << by_category.error;
+  EXPECT_EQ(by_category.Str("rows.0.owner.key"), "leak");
+  ExpectRejected({"-", "-"}, "standard input (-) can be read once");
+  ExpectRejected({"--rules=-", "-"}, "standard input (-) can be read once");
 }
 
 // A snapshot cut where a top-level field ends is a well-formed but shorter
@@ -176,13 +261,20 @@ TEST_F(DiffBadInputTest, RandomBytes) {
 }
 
 // A real snapshot re-serialized with the generated classes, claiming a
-// format version this reader does not know.
+// format version this reader does not know, with a footer that checks out
+// (as the newer shim that wrote it would have made).
 TEST_F(DiffBadInputTest, NewerFormatVersion) {
   v1::Snapshot snapshot;
   ASSERT_TRUE(snapshot.ParseFromString(ReadFile(Real())));
   snapshot.mutable_header()->set_format_version(99);
+  snapshot.clear_footer();
   std::string bytes;
   ASSERT_TRUE(snapshot.SerializeToString(&bytes));
+  v1::Snapshot footer;
+  footer.mutable_footer()->set_length(bytes.size());
+  footer.mutable_footer()->set_crc32(tool::SnapshotCrc32(bytes));
+  bytes += footer.SerializeAsString();
+  ASSERT_EQ(footer.SerializeAsString().size(), 16u);
   const std::string path = WriteFile(dir_.path() + "/v99.pb", bytes);
   ExpectRejected({path}, "v99.pb: written by a newer retain (format 99");
   ExpectRejected({"--trend", server_->Snapshot(0), server_->Snapshot(1), path}, "format 99");
@@ -256,6 +348,18 @@ TEST_F(DiffBadInputTest, BadRulesFile) {
   ExpectRejected({"--rules", rules, Real()}, "bad regex");
   const std::string garbled = WriteFile(dir_.path() + "/garbled.textproto", "category {\n");
   ExpectRejected({"--rules", garbled, Real()}, "garbled.textproto");
+  // std::regex compiles recursively: 50,000 nested groups overflowed its
+  // stack (a crash); such patterns are refused before they are compiled.
+  const std::string nested = std::string(50000, '(') + "a" + std::string(50000, ')');
+  ExpectRejected({"--skip", nested, Real()},
+                 "--skip: a frame regex of 100001 characters (at most 1024)");
+  const std::string deep = std::string(40, '(') + "a" + std::string(40, ')');
+  ExpectRejected({"--skip", deep, Real()}, "': groups nested more than 32 deep");
+  const std::string deep_rules = WriteFile(dir_.path() + "/deep.textproto",
+                                           "category { name: \"x\" frame: \"" + nested + "\" }\n");
+  ExpectRejected({"--rules", deep_rules, Real()},
+                 "deep.textproto: category x: a frame regex of 100001 characters (at most 1024)");
+  ExpectRejected({"--rules", "/dev/zero", Real()}, "/dev/zero: is a character device");
 }
 
 }  // namespace

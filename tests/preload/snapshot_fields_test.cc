@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -83,7 +85,11 @@ class SnapshotFieldsTest : public ::testing::Test {
     ASSERT_EQ(files.size(), 2u);
     for (const std::string& file : files) {
       v1::Snapshot snapshot = LoadSnapshot(file);
-      if (snapshot.header().sequence() == 1) snapshot_ = snapshot;
+      if (snapshot.header().sequence() == 1) {
+        snapshot_ = snapshot;
+        std::ifstream in(file, std::ios::binary);
+        file_bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }
     }
     ASSERT_EQ(snapshot_.header().sequence(), 1u);
     rows_ = tool::FlattenAllocations(snapshot_);
@@ -95,6 +101,7 @@ class SnapshotFieldsTest : public ::testing::Test {
   uint64_t ended_ns_ = 0;
   std::map<std::string, std::vector<uint64_t>> facts_;
   v1::Snapshot snapshot_;
+  std::string file_bytes_;  // the file of snapshot_, as written
   std::vector<Allocation> rows_;
 };
 
@@ -266,6 +273,27 @@ TEST_F(SnapshotFieldsTest, Health) {
   EXPECT_GE(health.stacks_interned(), static_cast<uint64_t>(snapshot_.stacks_size()));
   EXPECT_EQ(health.fp_fallbacks(), 0u);
   EXPECT_EQ(health.previous_write_us(), 0u);  // the first snapshot of the process
+}
+
+// The footer: the last 16 bytes of the file, in the one encoding readers look
+// for, with the length and CRC-32 (zlib's, an implementation independent of
+// the shim's) of every byte before them.
+TEST_F(SnapshotFieldsTest, Footer) {
+  EXPECT_TRUE(snapshot_.header().ends_with_footer());
+  ASSERT_TRUE(snapshot_.has_footer());
+  ASSERT_GT(file_bytes_.size(), 16u);
+  const std::string before = file_bytes_.substr(0, file_bytes_.size() - 16);
+  EXPECT_EQ(snapshot_.footer().length(), before.size());
+  EXPECT_EQ(snapshot_.footer().crc32(), tool::SnapshotCrc32(before));
+  const std::string tail = file_bytes_.substr(file_bytes_.size() - 16);
+  EXPECT_EQ(tail.substr(0, 3), "\x7a\x0e\x09");
+  EXPECT_EQ(tail[11], '\x15');
+  // Everything before the footer parses on its own: the footer is appended,
+  // not woven into the other fields.
+  v1::Snapshot without;
+  ASSERT_TRUE(without.ParseFromString(before));
+  EXPECT_FALSE(without.has_footer());
+  EXPECT_EQ(without.header().pid(), snapshot_.header().pid());
 }
 
 // A program that execs itself keeps its pid, and each new image starts its

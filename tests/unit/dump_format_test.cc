@@ -278,8 +278,49 @@ TEST_F(RetainDumpTest, BadInputIsOneLineAndExitTwo) {
                    "written by a newer retain (format 99");
   std::string bytes = ServerSnapshot().SerializeAsString();
   ExpectUsageError(Dump({Write("cut.pb", bytes.substr(0, bytes.size() - 3))}),
-                   "not a retain snapshot");
+                   absl::StrCat("cut.pb: truncated snapshot (", bytes.size() - 3, " of at least "));
   ExpectUsageError(Dump({dir_.path()}), "directory");
+  ExpectUsageError(Dump({"/dev/zero"}), "/dev/zero: is a character device, not a regular file");
+  const std::string fifo = dir_.path() + "/fifo.pb";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ExpectUsageError(Dump({fifo}), "fifo.pb: is a FIFO (named pipe), not a regular file");
+}
+
+// A real snapshot (tests/fuzz/corpus-snapshot) says its footer was checked;
+// one written before footers existed says it has none.
+TEST_F(RetainDumpTest, SaysWhetherTheFooterWasVerified) {
+  const std::string corpus = test::SourceRoot() + "/tests/fuzz/corpus-snapshot/";
+  test::RunResult result = Dump({corpus + "new-proc_true.pb"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data;
+  EXPECT_THAT(result.stdout_data,
+              HasSubstr("\nfooter              1004 bytes, CRC-32 69986cf2 verified\n"));
+  result = Dump({"--json", corpus + "new-proc_true.pb"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data;
+  EXPECT_THAT(result.stdout_data, HasSubstr("\"footer\":{\"length\":1004,\"crc32\":1771597042}"));
+  result = Dump({corpus + "old-proc_true.pb"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data;
+  EXPECT_THAT(result.stdout_data,
+              HasSubstr("\nfooter              none (an older shim's snapshot: not checked)\n"));
+}
+
+// "-" reads standard input, a pipe here, bounded like a file.
+TEST_F(RetainDumpTest, ReadsStandardInputWhenGivenADash) {
+  test::RunOptions options;
+  options.argv = {RETAIN_DUMP_PATH, "-"};
+  options.stdin_data = ServerSnapshot().SerializeAsString();
+  options.timeout_seconds = 60;
+  test::RunResult result = test::Run(options);
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data;
+  EXPECT_THAT(result.stdout_data, StartsWith("snapshot            stdin (format 1)\n"));
+  EXPECT_THAT(result.stdout_data, HasSubstr("libfoo.so+0x1234"));
+
+  options.argv = {RETAIN_DUMP_PATH, "--max-snapshot-size=100", "-"};
+  result = test::Run(options);
+  ExpectUsageError(result,
+                   "retain-dump: stdin: more than the largest snapshot read (100 B; "
+                   "--max-snapshot-size raises it)\n");
+  ExpectUsageError(Dump({"--max-snapshot-size=3GiB", "x.pb"}),
+                   "--max-snapshot-size: '3GiB' is not between 1 B and 2 GiB - 1 B");
 }
 
 TEST_F(RetainDumpTest, UsageErrorsExitTwo) {

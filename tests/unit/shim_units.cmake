@@ -10,6 +10,8 @@ add_executable(shim_unit_tests
   shim_stack_table_test.cc
   shim_wire_encoder_test.cc
 )
+# zlib: the independent CRC-32 the shim's (crc32.h) is checked against.
+find_package(ZLIB REQUIRED)
 target_link_libraries(shim_unit_tests PRIVATE
-  retain_shim_core retain_proto GTest::gtest_main Threads::Threads)
+  retain_shim_core retain_proto GTest::gtest_main Threads::Threads ZLIB::ZLIB)
 gtest_discover_tests(shim_unit_tests DISCOVERY_TIMEOUT 60)

@@ -1,11 +1,15 @@
 // The shim's hand-written wire encoder must produce bytes the generated
 // protobuf classes parse to the same values.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
+#include "crc32.h"
 #include "retain.pb.h"
 #include "wire_encoder.h"
 
@@ -81,6 +85,62 @@ TEST(WireEncoderTest, PackedColumnsAndRepeatedMessages) {
   EXPECT_EQ(last.size(999), 2000999u);
   EXPECT_EQ(last.kind(1), v1::KIND_MMAP_FILE);
   EXPECT_EQ(last.stack_id(500), 500u);
+}
+
+// The footer's fixed encoding parses as Snapshot.footer, with both fields
+// present even when 0 (where proto3 writers would skip them).
+TEST(WireEncoderTest, FooterIsSixteenBytesThatParseAsTheFooterField) {
+  for (const auto& [length, crc] :
+       {std::pair<uint64_t, uint32_t>{0, 0},
+        {1009, 0x3dc13597},
+        {std::numeric_limits<uint64_t>::max(), std::numeric_limits<uint32_t>::max()}}) {
+    uint8_t footer[kFooterSize];
+    EncodeFooter(length, crc, footer);
+    EXPECT_EQ(footer[0], 0x7a);
+    EXPECT_EQ(footer[1], 0x0e);
+    EXPECT_EQ(footer[2], 0x09);
+    EXPECT_EQ(footer[11], 0x15);
+    v1::Snapshot parsed;
+    ASSERT_TRUE(parsed.ParseFromArray(footer, sizeof(footer)));
+    ASSERT_TRUE(parsed.has_footer());
+    EXPECT_EQ(parsed.footer().length(), length);
+    EXPECT_EQ(parsed.footer().crc32(), crc);
+  }
+}
+
+// The shim's CRC-32 against zlib's, over every length up to 64 and longer
+// buffers at every alignment, whole and in pieces (the writer feeds it one
+// flushed buffer at a time).
+TEST(Crc32Test, AgreesWithZlib) {
+  EXPECT_EQ(Crc32Update(kCrc32Initial, "123456789", 9), 0xcbf43926u);  // the check value
+  EXPECT_EQ(Crc32Update(kCrc32Initial, nullptr, 0), 0u);
+  std::string data(70000, '\0');
+  uint32_t state = 12345;
+  for (char& c : data) {
+    state = state * 1103515245 + 12345;
+    c = static_cast<char>(state >> 16);
+  }
+  const auto zlib = [](const char* p, size_t n) {
+    return static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(p), n));
+  };
+  for (size_t offset = 0; offset < 8; ++offset) {
+    for (size_t size : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{63},
+                        size_t{64}, size_t{4096}, size_t{65537}}) {
+      ASSERT_EQ(Crc32Update(kCrc32Initial, data.data() + offset, size),
+                zlib(data.data() + offset, size))
+          << "offset " << offset << " size " << size;
+    }
+  }
+  for (size_t size = 0; size <= 64; ++size) {
+    ASSERT_EQ(Crc32Update(kCrc32Initial, data.data(), size), zlib(data.data(), size)) << size;
+  }
+  uint32_t running = kCrc32Initial;
+  for (size_t done = 0; done < data.size();) {
+    const size_t piece = std::min<size_t>(data.size() - done, 1 + done % 1000);
+    running = Crc32Update(running, data.data() + done, piece);
+    done += piece;
+  }
+  EXPECT_EQ(running, zlib(data.data(), data.size()));
 }
 
 TEST(WireEncoderTest, GrowsPastManyPages) {

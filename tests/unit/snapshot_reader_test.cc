@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -156,11 +157,13 @@ TEST(ParseSnapshotTest, RefusesBytesThatAreNotProtobuf) {
 
 TEST(ParseSnapshotTest, RefusesTruncatedSnapshot) {
   std::string bytes = ValidSnapshot().SerializeAsString();
-  // Cutting the last byte always leaves an incomplete field.
+  // Cutting the last byte always leaves an incomplete field; the header
+  // (written first) is whole, so the reader can tell the file was cut.
   ExpectRefused(ParseSnapshot(bytes.substr(0, bytes.size() - 1), "test.pb"),
-                "not a retain snapshot");
-  ExpectRefused(ParseSnapshot(bytes.substr(0, bytes.size() / 2), "test.pb"),
-                "not a retain snapshot");
+                absl::StrCat("test.pb: truncated snapshot (", bytes.size() - 1, " of at least ",
+                             bytes.size(), " bytes: the file ends inside a field)"));
+  // Cut inside the header itself: nothing says what it was.
+  ExpectRefused(ParseSnapshot(bytes.substr(0, 3), "test.pb"), "not a retain snapshot");
 }
 
 TEST(ParseSnapshotTest, RefusesTextFile) {
@@ -308,6 +311,190 @@ TEST(ReadSnapshotFileTest, UnreadableFileIsPermissionDenied) {
   absl::StatusOr<v1::Snapshot> snapshot = ReadSnapshotFile(path);
   ASSERT_FALSE(snapshot.ok());
   EXPECT_EQ(snapshot.status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+// ---------------------------------------------------------------------------
+// The footer, on real snapshots written by the shim (tests/fuzz/corpus-snapshot,
+// README.md there): new-*.pb end with a footer, old-*.pb were written before
+// it existed.
+
+std::string CorpusFile(const std::string& name) {
+  std::ifstream in(test::SourceRoot() + "/tests/fuzz/corpus-snapshot/" + name, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_FALSE(bytes.empty()) << name;
+  return bytes;
+}
+
+const char* const kNewSnapshots[] = {"new-diff_server-1.pb",   "new-diff_server-14.pb",
+                                     "new-tags_marker_api.pb", "new-snapshot_fields.pb",
+                                     "new-proc_true.pb",       "new-acct_many-degraded.pb"};
+const char* const kOldSnapshots[] = {"old-diff_server-1.pb",   "old-diff_server-14.pb",
+                                     "old-tags_marker_api.pb", "old-snapshot_fields.pb",
+                                     "old-proc_true.pb",       "old-acct_many-degraded.pb"};
+
+TEST(FooterTest, SnapshotsOfThisShimCarryAFooterThatChecksOut) {
+  for (const char* name : kNewSnapshots) {
+    SCOPED_TRACE(name);
+    const std::string bytes = CorpusFile(name);
+    absl::StatusOr<v1::Snapshot> snapshot = ParseSnapshot(bytes, name);
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    EXPECT_TRUE(snapshot->header().ends_with_footer());
+    ASSERT_TRUE(snapshot->has_footer());
+    EXPECT_EQ(snapshot->footer().length(), bytes.size() - 16);
+    EXPECT_EQ(snapshot->footer().crc32(), SnapshotCrc32(bytes.substr(0, bytes.size() - 16)));
+    EXPECT_FALSE(FlattenAllocations(*snapshot).empty());
+  }
+}
+
+TEST(FooterTest, SnapshotsOfOlderShimsWithoutFooterStillRead) {
+  for (const char* name : kOldSnapshots) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<v1::Snapshot> snapshot = ParseSnapshot(CorpusFile(name), name);
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    EXPECT_FALSE(snapshot->header().ends_with_footer());
+    EXPECT_FALSE(snapshot->has_footer());
+    EXPECT_FALSE(FlattenAllocations(*snapshot).empty());
+  }
+}
+
+TEST(FooterTest, Crc32IsZlibsCrc32) {
+  // The check value of CRC-32/ISO-HDLC.
+  EXPECT_EQ(SnapshotCrc32("123456789"), 0xcbf43926u);
+  EXPECT_EQ(SnapshotCrc32(""), 0u);
+}
+
+// One flipped bit anywhere in the file: before the footer the CRC no longer
+// matches; in the footer's length or CRC they no longer agree with the
+// file; in its fixed bytes the footer is no longer there. No variant reads.
+TEST(FooterTest, EveryFlippedByteIsCorruption) {
+  const std::string bytes = CorpusFile("new-diff_server-14.pb");
+  const size_t body = bytes.size() - 16;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (char bit : {'\x01', '\x80'}) {
+      std::string damaged = bytes;
+      damaged[i] ^= bit;
+      absl::StatusOr<v1::Snapshot> parsed = ParseSnapshot(damaged, "test.pb");
+      ASSERT_FALSE(parsed.ok()) << "byte " << i << " flipped was accepted";
+      const std::string message(parsed.status().message());
+      if (i < body) {
+        ASSERT_EQ(message,
+                  "test.pb: corrupted snapshot (CRC mismatch: the file was modified or damaged)")
+            << "byte " << i;
+      } else if (i >= body + 3 && i < body + 11) {  // Footer.length
+        ASSERT_THAT(message, HasSubstr("test.pb: corrupted snapshot (its footer counts "))
+            << "byte " << i;
+        ASSERT_THAT(message, HasSubstr(absl::StrCat("but ", body, " precede it)")));
+      } else if (i >= body + 12) {  // Footer.crc32
+        ASSERT_THAT(message, HasSubstr("CRC mismatch")) << "byte " << i;
+      } else {  // the footer's fixed bytes: 0x7a 0x0e 0x09 ... 0x15
+        ASSERT_EQ(message, "test.pb: corrupted snapshot (its footer is damaged)") << "byte " << i;
+      }
+    }
+  }
+}
+
+// Every cut: named as a truncation once the header is in, and never read.
+TEST(FooterTest, EveryCutIsTruncation) {
+  const std::string bytes = CorpusFile("new-diff_server-14.pb");
+  v1::Snapshot whole;
+  ASSERT_TRUE(whole.ParseFromString(bytes));
+  // The header is written first: its tag, its length (a varint), itself.
+  const size_t header_size = whole.header().ByteSizeLong();
+  const size_t header_end = 1 + (header_size < 128 ? 1 : 2) + header_size;
+  ASSERT_LT(header_size, 16384u);
+  for (size_t cut = 1; cut < bytes.size(); ++cut) {
+    absl::StatusOr<v1::Snapshot> parsed = ParseSnapshot(bytes.substr(0, cut), "test.pb");
+    ASSERT_FALSE(parsed.ok()) << "cut at " << cut << " was accepted";
+    if (cut < header_end) continue;  // no header: "not a retain snapshot"
+    ASSERT_THAT(std::string(parsed.status().message()),
+                testing::StartsWith(absl::StrCat("test.pb: truncated snapshot (", cut)))
+        << "cut at " << cut;
+  }
+  // The footer alone missing (the file is otherwise whole).
+  ExpectRefused(ParseSnapshot(bytes.substr(0, bytes.size() - 16), "test.pb"),
+                absl::StrCat("test.pb: truncated snapshot (", bytes.size() - 16,
+                             " bytes: the footer the shim writes last is missing)"));
+}
+
+TEST(FooterTest, FooterThatIsNotTheFilesOwnIsCorruption) {
+  const std::string bytes = CorpusFile("new-proc_true.pb");
+  // Two snapshots in one file: the last footer counts only its own file.
+  ExpectRefused(ParseSnapshot(bytes + bytes, "test.pb"),
+                absl::StrCat("test.pb: corrupted snapshot (its footer counts ", bytes.size() - 16,
+                             " bytes before it, but ", 2 * bytes.size() - 16, " precede it)"));
+  // A footer followed by more bytes (an unknown field 9) is not the file's
+  // last 16 bytes, in a file whose header does not promise one.
+  v1::Snapshot snapshot;
+  ASSERT_TRUE(snapshot.ParseFromString(bytes));
+  snapshot.mutable_header()->set_ends_with_footer(false);
+  ExpectRefused(ParseSnapshot(snapshot.SerializeAsString() + "\x48\x01", "test.pb"),
+                "test.pb: corrupted snapshot (a footer that is not at the end of the file)");
+}
+
+// ---------------------------------------------------------------------------
+// Bounded reads of files.
+
+TEST(ReadSnapshotFileTest, ReadsRealSnapshotWithFooter) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/real.pb";
+  std::ofstream(path, std::ios::binary) << CorpusFile("new-diff_server-14.pb");
+  absl::StatusOr<v1::Snapshot> snapshot = ReadSnapshotFile(path);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_TRUE(snapshot->has_footer());
+}
+
+// Before: open() waited for a writer, forever.
+TEST(ReadSnapshotFileTest, FifoIsRefusedWithoutWaitingForAWriter) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/pipe.pb";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  alarm(60);  // a hang fails the test (SIGALRM) instead of blocking ctest
+  absl::StatusOr<v1::Snapshot> snapshot = ReadSnapshotFile(path);
+  alarm(0);
+  ASSERT_FALSE(snapshot.ok());
+  EXPECT_EQ(snapshot.status().message(),
+            absl::StrCat(path,
+                         ": is a FIFO (named pipe), not a regular file; to read a snapshot "
+                         "from a pipe, give - and pipe it to standard input"));
+}
+
+// Before: read until bad_alloc.
+TEST(ReadSnapshotFileTest, CharacterDeviceIsRefusedWithoutReading) {
+  absl::StatusOr<v1::Snapshot> snapshot = ReadSnapshotFile("/dev/zero");
+  ASSERT_FALSE(snapshot.ok());
+  EXPECT_EQ(snapshot.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(snapshot.status().message(), "/dev/zero: is a character device, not a regular file");
+}
+
+// A sparse file: 1 GiB + 1 byte on paper, nothing on disk. Before, it was
+// read whole (1 GiB of zeros in memory) and then refused by the parser.
+TEST(ReadSnapshotFileTest, FileLargerThanTheMaximumIsRefusedBeforeReading) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/huge.pb";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(kDefaultMaxSnapshotBytes + 1)), 0);
+  close(fd);
+  absl::StatusOr<v1::Snapshot> snapshot = ReadSnapshotFile(path);
+  ASSERT_FALSE(snapshot.ok());
+  EXPECT_EQ(snapshot.status().message(),
+            absl::StrCat(path,
+                         ": 1073741825 bytes (1.0 GiB) is larger than the largest snapshot read "
+                         "(1.0 GiB; --max-snapshot-size raises it)"));
+
+  // The maximum is the caller's: a real snapshot over a small one is refused.
+  const std::string real = dir.path() + "/real.pb";
+  std::ofstream(real, std::ios::binary) << CorpusFile("new-proc_true.pb");
+  ReadOptions options;
+  options.max_bytes = 1000;
+  snapshot = ReadSnapshotFile(real, options);
+  ASSERT_FALSE(snapshot.ok());
+  EXPECT_EQ(snapshot.status().message(),
+            absl::StrCat(real,
+                         ": 1020 bytes (1020 B) is larger than the largest snapshot read "
+                         "(1000 B; --max-snapshot-size raises it)"));
+  options.max_bytes = 1020;
+  EXPECT_TRUE(ReadSnapshotFile(real, options).ok());
 }
 
 TEST(FindStackTest, FindsByIdOrReturnsNull) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -455,6 +456,34 @@ TEST_F(SymbolizerTest, MissingFileWarnsOnceAndShowsModuleOffset) {
   EXPECT_THAT(warnings[0], HasSubstr("cannot open"));
 }
 
+// A module path can name anything on the reading machine. Before, a FIFO
+// there blocked retain-diff in open() forever (the alarm turns a hang into a
+// failure) and /dev/zero was handed to libelf.
+TEST_F(SymbolizerTest, ModuleThatIsNotARegularFileIsSkippedWithoutBlocking) {
+  const std::string library = FixtureLibraryPath("sym_lib");
+  TempDir dir;
+  const std::string fifo = dir.path() + "/libsym_lib.so";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [path, what] : {std::pair<std::string, std::string>{fifo, "a FIFO (named pipe)"},
+                                   {"/dev/zero", "a character device"},
+                                   {dir.path(), "a directory"}}) {
+    SCOPED_TRACE(path);
+    v1::Snapshot moved = WithModulePath(snapshot(), library, path);
+    const v1::Stack* stack = StackOfSize(moved, kLibrarySize);
+    ASSERT_NE(stack, nullptr);
+    Symbolizer symbolizer;
+    alarm(60);
+    const SymbolizedAddress& site = symbolizer.Symbolize(moved, stack->frames(0), 0);
+    alarm(0);
+    EXPECT_EQ(site.module, path);
+    EXPECT_THAT(site.frames, IsEmpty());
+    std::vector<std::string> warnings = symbolizer.TakeWarnings();
+    ASSERT_THAT(warnings, SizeIs(1));
+    EXPECT_EQ(warnings[0],
+              absl::StrCat(path, ": is ", what, ", not a regular file; showing module+offset"));
+  }
+}
+
 // The snapshot names /retain-sysroot-test/lib/libsym_lib.so, which exists
 // only under the sysroot.
 TEST_F(SymbolizerTest, SysrootPrefixesEveryModulePath) {
@@ -532,6 +561,40 @@ TEST_P(SeparateDebugFileTest, DebugDirSuppliesTheDwarf) {
   EXPECT_EQ(site.frames[1].function, "symfix::InlineCaller(unsigned long)");
   EXPECT_EQ(site.frames[1].line, lines.at("inline-call"));
   EXPECT_THAT(symbolizer.TakeWarnings(), IsEmpty());
+}
+
+// A FIFO where the debug file is looked for (by build-id) is passed over
+// like a missing file, without blocking: the symbol table is what is left.
+TEST(SeparateDebugFileFifoTest, FifoInTheDebugDirectoryIsSkippedWithoutBlocking) {
+  TempDir dir;
+  const std::string exe = dir.path() + "/bin/sym_program";
+  CopyFile(FixturePath("sym_program"), exe);
+  ASSERT_EQ(Shell(absl::StrCat("objcopy --strip-debug '", exe, "'")), 0);
+  v1::Snapshot snapshot = RunUnderShim(exe);
+  const v1::Module* module = ModuleNamed(snapshot, "sym_program");
+  ASSERT_NE(module, nullptr);
+  ASSERT_FALSE(module->build_id().empty());
+  const std::string hex = absl::BytesToHexString(module->build_id());
+  const std::string debug_dir = dir.path() + "/debug";
+  const std::string fifo =
+      absl::StrCat(debug_dir, "/.build-id/", hex.substr(0, 2), "/", hex.substr(2), ".debug");
+  std::filesystem::create_directories(std::filesystem::path(fifo).parent_path());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // And one where the debug file named after the module would be.
+  std::filesystem::create_directories(debug_dir + dir.path() + "/bin");
+  ASSERT_EQ(mkfifo(absl::StrCat(debug_dir, exe, ".debug").c_str(), 0600), 0);
+  const v1::Stack* stack = StackOfSize(snapshot, kInlinedSize);
+  ASSERT_NE(stack, nullptr);
+
+  SymbolizerOptions options;
+  options.debug_dirs = {debug_dir};
+  Symbolizer symbolizer(options);
+  alarm(60);
+  const SymbolizedAddress& site = symbolizer.Symbolize(snapshot, stack->frames(0), 0);
+  alarm(0);
+  ASSERT_THAT(site.frames, SizeIs(1)) << Describe(site);
+  EXPECT_EQ(site.frames[0].function, "symfix::InlineCaller(unsigned long)");
+  EXPECT_EQ(site.frames[0].file, "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SeparateDebugFileTest, ::testing::Bool(),

@@ -10,6 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "tools/lib/input_file.h"
+#include "tools/lib/snapshot_reader.h"
 
 namespace retain::tool {
 
@@ -98,6 +100,30 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   double bytes = std::round(number * scale);
   if (bytes > 1.8e19) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
   return static_cast<uint64_t>(bytes);
+}
+
+absl::StatusOr<uint64_t> ParseMaxSnapshotSize(absl::string_view text) {
+  absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-snapshot-size: ", bytes.status().message()));
+  }
+  if (*bytes == 0 || *bytes > kMaxParsableSnapshotBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-snapshot-size: '", text, "' is not between 1 B and 2 GiB - 1 B (",
+                     kMaxParsableSnapshotBytes, "), the most libprotobuf parses"));
+  }
+  return *bytes;
+}
+
+absl::Status CheckStdinOnce(const std::vector<std::string>& paths) {
+  int stdin_count = 0;
+  for (const std::string& path : paths) stdin_count += path == kStdinPath ? 1 : 0;
+  if (stdin_count > 1) {
+    return absl::InvalidArgumentError(
+        "standard input (-) can be read once; give the other inputs as files");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace retain::tool

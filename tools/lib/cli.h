@@ -5,6 +5,8 @@
 #define RETAIN_TOOLS_LIB_CLI_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +29,14 @@ absl::Status CheckFlags(int argc, char** argv);
 
 // "4096", "64KiB", "10MiB", "1.5GiB", "2G", "512K" (binary units; B optional).
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+
+// --max-snapshot-size: a size (ParseByteSize) from 1 byte to the 2 GiB - 1
+// libprotobuf can parse; the message names the flag.
+absl::StatusOr<uint64_t> ParseMaxSnapshotSize(absl::string_view text);
+
+// Standard input ("-") can be read once: an error naming the problem when
+// `paths` (snapshots, --rules) has it more than once.
+absl::Status CheckStdinOnce(const std::vector<std::string>& paths);
 
 }  // namespace retain::tool
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "tools/lib/dump_format.h"
 #include "tools/lib/snapshot_reader.h"
 
 namespace retain::tool {
@@ -151,7 +152,8 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after)
                                   static_cast<int64_t>(b.memory().malloc_free_held());
   rss.untracked_growth =
       rss.anon_swap_growth - rss.tracked_anon_growth - rss.allocator_retained_growth;
-  if (rss.anon_swap_growth > 0) {
+  rss.degraded = IsDegraded(after) || (before != nullptr && IsDegraded(*before));
+  if (rss.anon_swap_growth > 0 && !rss.degraded) {
     double share =
         static_cast<double>(rss.tracked_anon_growth) / static_cast<double>(rss.anon_swap_growth);
     rss.explained_share = std::clamp(share, 0.0, 1.0);
@@ -271,6 +273,41 @@ const char* DiffModeName(DiffMode mode) {
       return "aggregate";
   }
   return "live";
+}
+
+bool IsDegraded(const v1::Snapshot& snapshot) {
+  return snapshot.health().degraded() || snapshot.health().dropped_records() > 0;
+}
+
+std::string DegradedWarning(const std::vector<const v1::Snapshot*>& snapshots,
+                            const std::vector<std::string>& names) {
+  std::vector<size_t> degraded;
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    if (IsDegraded(*snapshots[i])) degraded.push_back(i);
+  }
+  if (degraded.empty()) return "";
+  // The counters are cumulative in a process: the last degraded snapshot
+  // holds the most.
+  const size_t last = degraded.back();
+  const v1::ShimHealth& health = snapshots[last]->health();
+  const std::string cap =
+      health.arena_cap_bytes() == 0
+          ? ""
+          : absl::StrCat(" (RETAIN_MAX_MEMORY ", HumanBytes(health.arena_cap_bytes()), ")");
+  std::string which;
+  if (degraded.size() == 1) {
+    which = absl::StrCat(names[last], " is degraded: its shim");
+  } else {
+    which =
+        absl::StrCat(degraded.size(), " of ", snapshots.size(), " snapshots are degraded (first ",
+                     names[degraded.front()], ", last ", names[last], "): by the last, the shim");
+  }
+  return absl::StrCat(
+      which, " reached its memory cap", cap, " and dropped ", health.dropped_records(),
+      " allocation records (", HumanBytes(health.dropped_bytes()),
+      "): rows by owner miss those allocations; the heap totals still count them, ",
+      health.dropped_live_count(), " still live (", HumanBytes(health.dropped_live_bytes()),
+      " usable). Rerun with a larger RETAIN_MAX_MEMORY");
 }
 
 bool SameProcess(const v1::Snapshot& a, const v1::Snapshot& b, std::string* reason) {

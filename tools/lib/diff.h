@@ -67,8 +67,13 @@ struct RssExplanation {
   int64_t tracked_anon_growth = 0;  // heap + mmap-anon + host GPU kinds
   int64_t allocator_retained_growth = 0;  // glibc free-but-held (mallinfo2 fordblks)
   int64_t untracked_growth = 0;  // anon_swap_growth - tracked_anon - allocator_retained
-  // tracked_anon_growth / anon_swap_growth, in [0, 1]; -1 when RSS did not grow.
+  // tracked_anon_growth / anon_swap_growth, in [0, 1]; -1 when RSS did not
+  // grow, or when a snapshot is degraded (the share would be too low by the
+  // dropped records' bytes, and look like a finding).
   double explained_share = -1;
+  // A snapshot's shim dropped records (ShimHealth.degraded): tracked growth
+  // misses them and untracked growth counts them.
+  bool degraded = false;
 };
 
 struct DiffResult {
@@ -101,6 +106,20 @@ struct DiffOptions {
 // `after` in one process.
 absl::StatusOr<DiffResult> ComputeDiff(const v1::Snapshot* before, const v1::Snapshot& after,
                                        OwnerResolver& owners, const DiffOptions& options);
+
+// True when the snapshot's shim reached its memory cap (RETAIN_MAX_MEMORY)
+// or dropped records (ShimHealth.degraded, dropped_records).
+bool IsDegraded(const v1::Snapshot& snapshot);
+
+// One line that says which of `snapshots` are degraded (names[i] names
+// snapshots[i]), how many records and bytes their shims dropped, and what it
+// means; empty when none is. E.g. "after.pb is degraded: its shim reached
+// its memory cap (RETAIN_MAX_MEMORY 4.0 MiB) and dropped 169234 allocation
+// records (5.2 MiB): rows by owner miss those allocations and live totals
+// undercount them (allocated totals still count them). Rerun with a larger
+// RETAIN_MAX_MEMORY". (ExplainRss then leaves the explained share out.)
+std::string DegradedWarning(const std::vector<const v1::Snapshot*>& snapshots,
+                            const std::vector<std::string>& names);
 
 // True when the two snapshots come from one process and build: pid, start
 // time and executable build-id equal. `reason` says why not.

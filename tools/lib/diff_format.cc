@@ -59,7 +59,23 @@ std::string JsonSnapshotRef(const v1::Snapshot& snapshot) {
                       ",\"sequence\":", h.sequence(), ",\"label\":", JsonString(h.label()),
                       ",\"trigger\":", JsonString(TriggerName(h.trigger())),
                       ",\"time_unix_ns\":", h.time_unix_ns(),
-                      ",\"sample_interval_bytes\":", h.sample_interval_bytes(), "}");
+                      ",\"sample_interval_bytes\":", h.sample_interval_bytes(),
+                      ",\"degraded\":", IsDegraded(snapshot) ? "true" : "false",
+                      ",\"dropped_records\":", snapshot.health().dropped_records(),
+                      ",\"dropped_bytes\":", snapshot.health().dropped_bytes(), "}");
+}
+
+// The "warnings" array: the degraded warning first, then the symbolizer's.
+std::string JsonWarnings(const FormatOptions& options) {
+  std::vector<std::string> warnings;
+  if (!options.degraded_warning.empty()) warnings.push_back(JsonString(options.degraded_warning));
+  for (const std::string& warning : options.warnings) warnings.push_back(JsonString(warning));
+  return absl::StrCat("[", absl::StrJoin(warnings, ","), "]");
+}
+
+void AppendDegradedWarning(const FormatOptions& options, std::string* out) {
+  if (options.degraded_warning.empty()) return;
+  absl::StrAppend(out, "  WARNING     ", options.degraded_warning, "\n");
 }
 
 std::string JsonDouble(double value) {
@@ -100,6 +116,7 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   std::string out;
   absl::StrAppend(&out, "retain-diff: ", diff.before == nullptr ? "live memory" : "retained memory",
                   " of ", after.header().exe_path(), " (pid ", after.header().pid(), ")\n");
+  AppendDegradedWarning(options, &out);
   absl::StrAppend(&out, "  mode        ", DiffModeName(diff.mode), ": ", diff.mode_reason, "\n");
   if (diff.before != nullptr) {
     absl::StrAppend(&out, "  before      ", Describe(*diff.before), " pid ",
@@ -129,8 +146,12 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   absl::StrAppend(&out, "  allocator   ", SignedBytes(rss.allocator_retained_growth),
                   " freed but held by malloc\n");
   absl::StrAppend(&out, "  untracked   ", SignedBytes(rss.untracked_growth),
-                  " of anonymous memory no allocation explains\n");
-  if (rss.explained_share >= 0) {
+                  " of anonymous memory no allocation explains",
+                  rss.degraded ? " (the dropped records' share included)" : "", "\n");
+  if (rss.degraded) {
+    absl::StrAppend(&out,
+                    "  explained   not computed: the shim dropped records (see WARNING above)\n");
+  } else if (rss.explained_share >= 0) {
     absl::StrAppend(&out, "  explained   ", Percent(rss.explained_share), " of the RssAnon+VmSwap",
                     growth, " is tracked allocations\n");
   }
@@ -197,21 +218,19 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
                                 ",\"released_count\":", row.released_count,
                                 ",\"net_bytes\":", row.net_bytes(), "}"));
   }
-  std::vector<std::string> warnings;
-  for (const std::string& warning : options.warnings) warnings.push_back(JsonString(warning));
   return absl::StrCat(
       "{\"schema\":\"retain-diff/1\",\"mode\":", JsonString(DiffModeName(diff.mode)),
       ",\"mode_reason\":", JsonString(diff.mode_reason),
       ",\"group_by\":", JsonString(GroupByName(options.by)),
       ",\"before\":", diff.before == nullptr ? "null" : JsonSnapshotRef(*diff.before),
       ",\"after\":", JsonSnapshotRef(*diff.after),
-      ",\"seconds_between\":", JsonDouble(diff.seconds_between),
-      ",\"requests_between\":", diff.requests_between < 0 ? "null" : absl::StrCat(diff.requests_between),
+      ",\"seconds_between\":", JsonDouble(diff.seconds_between), ",\"requests_between\":",
+      diff.requests_between < 0 ? "null" : absl::StrCat(diff.requests_between),
       ",\"estimated\":", diff.estimated ? "true" : "false",
+      ",\"degraded\":", options.degraded_warning.empty() ? "false" : "true",
       ",\"rss\":{\"vm_rss_growth\":", rss.vm_rss_growth,
-      ",\"anon_swap_growth\":", rss.anon_swap_growth,
-      ",\"tracked\":[", absl::StrJoin(kinds, ","), "]",
-      ",\"tracked_anon_growth\":", rss.tracked_anon_growth,
+      ",\"anon_swap_growth\":", rss.anon_swap_growth, ",\"tracked\":[", absl::StrJoin(kinds, ","),
+      "]", ",\"tracked_anon_growth\":", rss.tracked_anon_growth,
       ",\"allocator_retained_growth\":", rss.allocator_retained_growth,
       ",\"untracked_growth\":", rss.untracked_growth,
       ",\"explained_share\":", rss.explained_share < 0 ? "null" : JsonDouble(rss.explained_share),
@@ -219,8 +238,7 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
       ",\"retained_count\":", diff.total_retained_count,
       ",\"released_bytes\":", diff.total_released_bytes,
       ",\"released_count\":", diff.total_released_count, "},\"owner_count\":", diff.rows.size(),
-      ",\"rows\":[", absl::StrJoin(rows, ","), "],\"warnings\":[", absl::StrJoin(warnings, ","),
-      "]}\n");
+      ",\"rows\":[", absl::StrJoin(rows, ","), "],\"warnings\":", JsonWarnings(options), "}\n");
 }
 
 std::string FormatTrendText(const TrendResult& trend, const FormatOptions& options) {
@@ -230,6 +248,7 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
   absl::StrAppend(&out, "retain-diff --trend: ", first.header().exe_path(), " (pid ",
                   first.header().pid(), "), ", trend.snapshots.size(), " snapshots, ",
                   Describe(first), " to ", Describe(last), "\n");
+  AppendDegradedWarning(options, &out);
   const absl::string_view unit = trend.requests_from_tags ? "request" : "snapshot";
   absl::StrAppend(&out, "  x axis      ",
                   trend.requests_from_tags ? "requests served (from request tags)"
@@ -282,17 +301,15 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
   std::vector<std::string> rows;
   const size_t shown = RowLimit(trend.rows.size(), options.top);
   for (size_t i = 0; i < shown; ++i) rows.push_back(row_json(trend.rows[i], true));
-  std::vector<std::string> warnings;
-  for (const std::string& warning : options.warnings) warnings.push_back(JsonString(warning));
-  return absl::StrCat("{\"schema\":\"retain-trend/1\",\"group_by\":",
-                      JsonString(GroupByName(options.by)), ",\"snapshots\":[",
-                      absl::StrJoin(snapshots, ","), "],\"requests\":[",
-                      absl::StrJoin(requests, ","), "],\"requests_from_tags\":",
-                      trend.requests_from_tags ? "true" : "false", ",\"rss\":",
-                      row_json(trend.rss, false), ",\"anon_swap\":", row_json(trend.anon, false),
-                      ",\"tracked\":", row_json(trend.tracked, false), ",\"owner_count\":",
-                      trend.rows.size(), ",\"rows\":[", absl::StrJoin(rows, ","),
-                      "],\"warnings\":[", absl::StrJoin(warnings, ","), "]}\n");
+  return absl::StrCat(
+      "{\"schema\":\"retain-trend/1\",\"group_by\":", JsonString(GroupByName(options.by)),
+      ",\"snapshots\":[", absl::StrJoin(snapshots, ","), "],\"requests\":[",
+      absl::StrJoin(requests, ","),
+      "],\"requests_from_tags\":", trend.requests_from_tags ? "true" : "false",
+      ",\"degraded\":", options.degraded_warning.empty() ? "false" : "true",
+      ",\"rss\":", row_json(trend.rss, false), ",\"anon_swap\":", row_json(trend.anon, false),
+      ",\"tracked\":", row_json(trend.tracked, false), ",\"owner_count\":", trend.rows.size(),
+      ",\"rows\":[", absl::StrJoin(rows, ","), "],\"warnings\":", JsonWarnings(options), "}\n");
 }
 
 std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners) {

@@ -18,6 +18,9 @@ struct FormatOptions {
   int top = 20;           // rows shown (0: all)
   GroupBy by = GroupBy::kSite;
   std::vector<std::string> warnings;  // symbolizer warnings, shown once
+  // DegradedWarning() of the snapshots; shown first, as a WARNING line in
+  // the table, as the first of "warnings" in JSON (with "degraded": true).
+  std::string degraded_warning;
 };
 
 std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options);

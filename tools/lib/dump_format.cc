@@ -258,6 +258,14 @@ std::string FormatDumpText(const v1::Snapshot& snapshot, const DumpOptions& opti
                         FormatTimeNs(h.time_unix_ns()),
                         static_cast<double>(h.time_since_start_us()) / 1e6);
   absl::StrAppendFormat(&out, "next birth sequence %u\n", h.next_birth_sequence());
+  // The reader refuses a file whose footer does not check out, so a footer
+  // here is a verified one.
+  if (snapshot.has_footer()) {
+    absl::StrAppendFormat(&out, "footer              %u bytes, CRC-32 %08x verified\n",
+                          snapshot.footer().length(), snapshot.footer().crc32());
+  } else {
+    absl::StrAppend(&out, "footer              none (an older shim's snapshot: not checked)\n");
+  }
   absl::StrAppendFormat(&out, "unwind              %s, max depth %u\n",
                         UnwindMethodName(h.unwind_method()), h.max_depth());
   if (h.sample_interval_bytes() != 0) {
@@ -378,7 +386,14 @@ std::string FormatDumpJson(const v1::Snapshot& snapshot, const DumpOptions& opti
       {"max_depth", Num(h.max_depth())},
       {"forked_from_pid", Num(h.forked_from_pid())},
       {"sample_interval_bytes", Num(h.sample_interval_bytes())},
+      {"ends_with_footer", Bool(h.ends_with_footer())},
   });
+  const std::string footer = snapshot.has_footer()
+                                 ? Object({
+                                       {"length", Num(snapshot.footer().length())},
+                                       {"crc32", Num(snapshot.footer().crc32())},
+                                   })
+                                 : "null";
   const std::string memory = Object({
       {"vm_size", Num(m.vm_size())},
       {"vm_rss", Num(m.vm_rss())},
@@ -468,6 +483,7 @@ std::string FormatDumpJson(const v1::Snapshot& snapshot, const DumpOptions& opti
              {"totals", Array(totals)},
              {"recorded", counts},
              {"health", health_json},
+             {"footer", footer},
              {"top_stacks", Array(top_json)},
          }) +
          "\n";

@@ -1,20 +1,13 @@
 // owner: see owner.h.
 #include "tools/lib/owner.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/text_format.h"
 #include "tools/lib/snapshot_reader.h"
 
 namespace retain::tool {
 namespace {
-
-constexpr std::regex::flag_type kRegexFlags = std::regex::ECMAScript | std::regex::optimize;
 
 // A function name without its parameter list and, for templates, without
 // the return type the demangler puts first:
@@ -149,63 +142,24 @@ const std::vector<std::string>& DefaultSkipPatterns() {
   return *kPatterns;
 }
 
-absl::StatusOr<v1::Rules> LoadRules(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open rules file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  v1::Rules rules;
-  class Collector : public google::protobuf::io::ErrorCollector {
-   public:
-    void AddError(int line, int column, const std::string& message) override {
-      if (first.empty()) first = absl::StrCat("line ", line + 1, ":", column + 1, ": ", message);
-    }
-    std::string first;
-  } errors;
-  google::protobuf::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text.str(), &rules)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", errors.first));
-  }
-  for (const v1::Category& category : rules.category()) {
-    if (category.name().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": a category has no name"));
-    }
-    if (category.frame().empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": category ", category.name(), " has no frame regex"));
-    }
-    for (const std::string& frame : category.frame()) {
-      try {
-        std::regex compiled(frame, kRegexFlags);
-      } catch (const std::regex_error& e) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": category ", category.name(),
-                                                       ": bad regex '", frame, "': ", e.what()));
-      }
-    }
-  }
-  return rules;
-}
-
 absl::StatusOr<std::unique_ptr<OwnerResolver>> OwnerResolver::Create(Symbolizer& symbolizer,
                                                                      OwnerOptions options) {
   std::unique_ptr<OwnerResolver> resolver(new OwnerResolver(symbolizer, std::move(options)));
   std::vector<std::string> patterns = DefaultSkipPatterns();
   for (const std::string& extra : resolver->options_.extra_skip) patterns.push_back(extra);
   for (const std::string& pattern : patterns) {
-    try {
-      resolver->skip_.emplace_back(pattern, kRegexFlags);
-    } catch (const std::regex_error& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad --skip regex '", pattern, "': ", e.what()));
+    // Checked first: a pathological pattern overflows std::regex's stack.
+    if (absl::Status checked = CheckFrameRegex(pattern); !checked.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--skip: ", checked.message()));
     }
+    resolver->skip_.emplace_back(pattern, kRuleRegexFlags);
   }
   if (resolver->options_.rules != nullptr) {
     for (const v1::Category& category : resolver->options_.rules->category()) {
       CompiledCategory compiled{&category, {}};
       for (const std::string& frame : category.frame()) {
         try {
-          compiled.frames.emplace_back(frame, kRegexFlags);
+          compiled.frames.emplace_back(frame, kRuleRegexFlags);
         } catch (const std::regex_error& e) {
           return absl::InvalidArgumentError(absl::StrCat("category ", category.name(),
                                                          ": bad regex '", frame, "': ", e.what()));

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "retain.pb.h"
 #include "rules.pb.h"
+#include "tools/lib/rules.h"  // LoadRules, for the mains
 #include "tools/lib/symbolizer.h"
 
 namespace retain::tool {
@@ -42,10 +43,6 @@ const char* GroupByName(GroupBy by);
 // Regexes (ECMAScript, searched anywhere in a function name) of frames that
 // are plumbing, not owners.
 const std::vector<std::string>& DefaultSkipPatterns();
-
-// Reads --rules FILE (protobuf text format, proto/rules.proto); checks that
-// every category has a name and that every regex compiles.
-absl::StatusOr<v1::Rules> LoadRules(const std::string& path);
 
 struct OwnerOptions {
   GroupBy by = GroupBy::kSite;

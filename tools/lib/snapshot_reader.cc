@@ -7,13 +7,10 @@
 // stacks without checking again.
 #include "tools/lib/snapshot_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <zlib.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -23,65 +20,196 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/lib/input_file.h"
 
 namespace retain::tool {
 namespace {
 
-// Closes a file descriptor on every return path.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() { close(fd_); }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
+// The footer's fixed encoding (proto/retain.proto, message Footer).
+constexpr size_t kFooterSize = 16;
+constexpr unsigned char kFooterTag = (15 << 3) | 2;  // Snapshot.footer, length-delimited
+constexpr unsigned char kFooterPayload = kFooterSize - 2;
+constexpr unsigned char kLengthTag = (1 << 3) | 1;  // Footer.length, fixed64
+constexpr unsigned char kCrcTag = (2 << 3) | 5;     // Footer.crc32, fixed32
 
- private:
-  int fd_;
-};
-
-absl::Status OpenError(absl::string_view path, int error) {
-  std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(error));
-  switch (error) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    default:
-      return absl::InvalidArgumentError(message);
+uint64_t LittleEndian(absl::string_view bytes) {
+  uint64_t value = 0;
+  for (size_t i = bytes.size(); i-- > 0;) {
+    value = (value << 8) | static_cast<unsigned char>(bytes[i]);
   }
+  return value;
 }
 
-// Reads the whole file. A regular file's size is known up front; anything
-// else (a pipe, /dev/stdin) is read until end of file.
-absl::StatusOr<std::string> ReadWholeFile(absl::string_view path) {
-  const std::string path_string(path);
-  int fd = open(path_string.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return OpenError(path, errno);
-  FdCloser closer(fd);
+struct FooterView {
+  bool present = false;
+  uint64_t length = 0;
+  uint32_t crc32 = 0;
+};
 
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot stat: ", std::strerror(errno)));
+// How many of the footer's 4 fixed bytes the last 16 bytes have.
+int FooterMarks(absl::string_view bytes) {
+  if (bytes.size() < kFooterSize) return 0;
+  absl::string_view tail = bytes.substr(bytes.size() - kFooterSize);
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(tail[i]); };
+  return (byte(0) == kFooterTag) + (byte(1) == kFooterPayload) + (byte(2) == kLengthTag) +
+         (byte(11) == kCrcTag);
+}
+
+uint64_t FooterLengthField(absl::string_view bytes) {
+  return LittleEndian(bytes.substr(bytes.size() - kFooterSize + 3, 8));
+}
+
+// The footer, when the last 16 bytes have its encoding. Random data (or an
+// older shim's health section) has those 4 fixed bytes and a length that
+// matches the file (checked next) by chance with a probability below 2^-90.
+FooterView FindFooter(absl::string_view bytes) {
+  FooterView footer;
+  if (FooterMarks(bytes) != 4) return footer;
+  footer.present = true;
+  footer.length = FooterLengthField(bytes);
+  footer.crc32 =
+      static_cast<uint32_t>(LittleEndian(bytes.substr(bytes.size() - kFooterSize + 12, 4)));
+  return footer;
+}
+
+// A footer one of whose fixed bytes was damaged: the other three are there,
+// and so is a length that counts the file exactly. (A file cut short does not
+// end with 16 such bytes by chance.)
+bool HasDamagedFooter(absl::string_view bytes) {
+  return FooterMarks(bytes) == 3 && FooterLengthField(bytes) == bytes.size() - kFooterSize;
+}
+
+// The top-level fields of a file, walked without parsing them: enough to
+// find the header of a file that no longer parses and to tell a file cut
+// inside a field from one that is malformed. No allocation; linear.
+struct TopLevelScan {
+  enum Result { kComplete, kCutInside, kMalformed };
+  Result result = kComplete;
+  // kCutInside: the end of the field that was cut (at least; a cut inside a
+  // varint gives one byte past the end). kMalformed: where the bad tag is.
+  uint64_t offset = 0;
+  // The payload of the first Snapshot.header field, when it is complete.
+  bool has_header = false;
+  absl::string_view header;
+};
+
+// 0: read; 1: the input ends inside it; 2: longer than 10 bytes.
+int ReadVarint(absl::string_view bytes, size_t* pos, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    if (*pos >= bytes.size()) return 1;
+    const auto b = static_cast<unsigned char>(bytes[(*pos)++]);
+    *value |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return 0;
   }
-  if (S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a snapshot file"));
-  }
-  std::string bytes;
-  if (S_ISREG(st.st_mode) && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
-  char buffer[1 << 16];
-  while (true) {
-    ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": read failed: ", std::strerror(errno)));
+  return 2;
+}
+
+TopLevelScan ScanTopLevel(absl::string_view bytes) {
+  TopLevelScan scan;
+  size_t pos = 0;
+  const auto cut = [&](uint64_t end) {
+    scan.result = TopLevelScan::kCutInside;
+    scan.offset = end;
+    return scan;
+  };
+  const auto malformed = [&](size_t at) {
+    scan.result = TopLevelScan::kMalformed;
+    scan.offset = at;
+    return scan;
+  };
+  while (pos < bytes.size()) {
+    const size_t start = pos;
+    uint64_t tag = 0;
+    if (int r = ReadVarint(bytes, &pos, &tag); r != 0) {
+      return r == 1 ? cut(bytes.size() + 1) : malformed(start);
     }
-    if (n == 0) break;
-    bytes.append(buffer, static_cast<size_t>(n));
+    const uint64_t field = tag >> 3;
+    if (field == 0 || field > 536870911) return malformed(start);  // 2^29 - 1: the largest
+    uint64_t value = 0;
+    switch (tag & 7) {
+      case 0:  // varint
+        if (int r = ReadVarint(bytes, &pos, &value); r != 0) {
+          return r == 1 ? cut(bytes.size() + 1) : malformed(start);
+        }
+        break;
+      case 1:  // fixed64
+        if (bytes.size() - pos < 8) return cut(pos + 8);
+        pos += 8;
+        break;
+      case 5:  // fixed32
+        if (bytes.size() - pos < 4) return cut(pos + 4);
+        pos += 4;
+        break;
+      case 2:  // length-delimited
+        if (int r = ReadVarint(bytes, &pos, &value); r != 0) {
+          return r == 1 ? cut(bytes.size() + 1) : malformed(start);
+        }
+        if (value > bytes.size() - pos) {
+          // Saturated: a damaged length can be anything up to 2^64 - 1.
+          return cut(value > std::numeric_limits<uint64_t>::max() - pos
+                         ? std::numeric_limits<uint64_t>::max()
+                         : pos + value);
+        }
+        if (field == 1 && !scan.has_header) {
+          scan.has_header = true;
+          scan.header = bytes.substr(pos, value);
+        }
+        pos += value;
+        break;
+      default:  // groups (never written by the shim) and wire types 6, 7
+        return malformed(start);
+    }
   }
-  return bytes;
+  return scan;
+}
+
+// Checks the framing of a snapshot before it is parsed: the footer's length
+// and CRC where there is one; where there is none, whether the header
+// promised one (then the file was cut or damaged) or the file was cut inside
+// a field. OK means: parse it.
+absl::Status CheckFraming(absl::string_view bytes, absl::string_view name) {
+  const FooterView footer = FindFooter(bytes);
+  if (footer.present) {
+    const uint64_t before = bytes.size() - kFooterSize;
+    if (footer.length != before) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: corrupted snapshot (its footer counts %u bytes before it, but %u precede it)", name,
+          footer.length, before));
+    }
+    if (SnapshotCrc32(bytes.substr(0, before)) != footer.crc32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": corrupted snapshot (CRC mismatch: the file was modified or damaged)"));
+    }
+    return absl::OkStatus();
+  }
+  const TopLevelScan scan = ScanTopLevel(bytes);
+  v1::Header header;
+  const bool has_header =
+      scan.has_header &&
+      header.ParseFromArray(scan.header.data(), static_cast<int>(scan.header.size())) &&
+      header.format_version() != 0;
+  if (!has_header) return absl::OkStatus();  // not a snapshot: the parse says so
+  if (header.ends_with_footer() && HasDamagedFooter(bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": corrupted snapshot (its footer is damaged)"));
+  }
+  // Older shims' snapshots too: a file that ends inside a field was cut.
+  if (scan.result == TopLevelScan::kCutInside) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: truncated snapshot (%u of at least %u bytes: the file ends inside "
+                        "a field)",
+                        name, bytes.size(), std::max<uint64_t>(scan.offset, bytes.size() + 1)));
+  }
+  if (!header.ends_with_footer()) return absl::OkStatus();  // an older shim's snapshot
+  if (scan.result == TopLevelScan::kMalformed) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: corrupted snapshot (no footer, and the bytes at offset %u are not protobuf)", name,
+        scan.offset));
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: truncated snapshot (%u bytes: the footer the shim writes last is missing)", name,
+      bytes.size()));
 }
 
 // Paths, arguments and labels are `bytes` in the schema, so a snapshot with
@@ -143,10 +271,17 @@ absl::Status ValidateBlock(absl::string_view name, int block_index, const v1::Al
 
 }  // namespace
 
-absl::StatusOr<v1::Snapshot> ReadSnapshotFile(absl::string_view path) {
-  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
+absl::StatusOr<v1::Snapshot> ReadSnapshotFile(absl::string_view path, const ReadOptions& options) {
+  const uint64_t max_bytes = std::min(options.max_bytes, kMaxParsableSnapshotBytes);
+  absl::StatusOr<std::string> bytes =
+      ReadBoundedFile(path, max_bytes, "snapshot", options.max_bytes_flag);
   if (!bytes.ok()) return bytes.status();
-  return ParseSnapshot(*bytes, path);
+  return ParseSnapshot(*bytes, path == kStdinPath ? "stdin" : path);
+}
+
+uint32_t SnapshotCrc32(absl::string_view bytes) {
+  return static_cast<uint32_t>(
+      crc32_z(crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
 }
 
 absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string_view name) {
@@ -154,10 +289,11 @@ absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty file, not a retain snapshot"));
   }
   // libprotobuf takes an int length; a larger input cannot be parsed in one piece.
-  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+  if (bytes.size() > kMaxParsableSnapshotBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: %u bytes is larger than this reader can parse (2 GiB)", name, bytes.size()));
   }
+  if (absl::Status framing = CheckFraming(bytes, name); !framing.ok()) return framing;
   v1::Snapshot snapshot;
   if (!ParseSnapshotBytes(bytes, &snapshot)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -174,6 +310,13 @@ absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: written by a newer retain (format %u, this reader knows %d)", name,
                         version, static_cast<int>(v1::FORMAT_VERSION_CURRENT)));
+  }
+
+  // A footer anywhere but in the last 16 bytes (CheckFraming verified that
+  // one): two files joined, or a damaged one.
+  if (snapshot.has_footer() && !FindFooter(bytes).present) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": corrupted snapshot (a footer that is not at the end of the file)"));
   }
 
   // The shim writes the health section last: without it the file was cut

@@ -34,15 +34,57 @@ struct Allocation {
   v1::Attribution attribution = v1::ATTRIBUTION_NONE;  // how tag_id was chosen
 };
 
-// Reads and validates a snapshot file. Errors (InvalidArgument unless the
-// file cannot be opened, NotFound / PermissionDenied then): empty file, not
-// a protobuf, a protobuf that is not a retain snapshot (no header), a
-// format_version newer than FORMAT_VERSION_CURRENT, allocation blocks whose
-// columns disagree in length, stack ids referenced but not present.
-absl::StatusOr<v1::Snapshot> ReadSnapshotFile(absl::string_view path);
+// The largest snapshot file read unless the caller allows more: 1 GiB. A
+// snapshot takes 12 to 16 bytes per live allocation (14.4 at 1M in
+// bench/README.md, 16.0 measured again with the stacks of bench_diff_workload),
+// so 10 million live allocations, a large server, make one of 150-170 MB;
+// 1 GiB leaves room for about 65 million. Parsed, a snapshot takes 8-10
+// times its file size in memory (retain-dump: 141 MB peak for the 16.8 MB
+// snapshot of 1M allocations), so 1 GiB already means ~10 GiB of RAM: a
+// bigger file is refused before it is read, not after.
+inline constexpr uint64_t kDefaultMaxSnapshotBytes = uint64_t{1} << 30;
+// libprotobuf parses at most 2 GiB - 1 in one piece: no option goes beyond.
+inline constexpr uint64_t kMaxParsableSnapshotBytes = (uint64_t{1} << 31) - 1;
+
+struct ReadOptions {
+  // Files larger than this are refused before they are read; at most
+  // kMaxParsableSnapshotBytes.
+  uint64_t max_bytes = kDefaultMaxSnapshotBytes;
+  // The flag that raises max_bytes, named in the message that refuses a file.
+  std::string max_bytes_flag = "--max-snapshot-size";
+};
+
+// Reads and validates a snapshot file; `path` "-" reads standard input (a
+// file, a pipe or a socket; input_file.h). Only regular files are opened:
+// a FIFO, a device or a directory is refused without reading it, and so is a
+// file larger than options.max_bytes. Errors (InvalidArgument unless the
+// file cannot be opened, NotFound / PermissionDenied then): those, and every
+// error of ParseSnapshot.
+absl::StatusOr<v1::Snapshot> ReadSnapshotFile(absl::string_view path,
+                                              const ReadOptions& options = {});
 
 // Same, from bytes already in memory; `name` is used in error messages.
+// Errors, all InvalidArgument with a one-line message naming `name`:
+//  - empty input; more than kMaxParsableSnapshotBytes;
+//  - a file that ends with a footer (Snapshot.footer) whose length or CRC
+//    does not match: "corrupted snapshot (CRC mismatch: the file was modified
+//    or damaged)", "corrupted snapshot (its footer counts L bytes before it,
+//    but N precede it)";
+//  - a file whose header promises a footer (Header.ends_with_footer) that is
+//    not there: "truncated snapshot (N of at least M bytes: the file ends
+//    inside a field)", "truncated snapshot (N bytes: the footer the shim
+//    writes last is missing)", "corrupted snapshot (...)";
+//  - a snapshot of an older shim (no footer) cut inside a field: "truncated
+//    snapshot (N of at least M bytes: ...)";
+//  - not a protobuf; a protobuf that is not a retain snapshot (no header); a
+//    format_version newer than FORMAT_VERSION_CURRENT; no health section
+//    (cut between two fields); allocation blocks whose columns disagree in
+//    length; stack ids referenced but not present.
+// Snapshots of older shims, without a footer, are read as before.
 absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string_view name);
+
+// The CRC-32 the footer carries (zlib's crc32) of `bytes`.
+uint32_t SnapshotCrc32(absl::string_view bytes);
 
 // All live allocations of all blocks, in block order (each block sorted by
 // address). Assumes a snapshot that ReadSnapshotFile/ParseSnapshot accepted.

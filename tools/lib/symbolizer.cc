@@ -50,6 +50,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "tools/lib/input_file.h"
 
 namespace retain::tool {
 namespace {
@@ -341,11 +342,14 @@ struct DebugSearch {
 // when `want` is empty) and which carries DWARF; -1 otherwise. `main` is the
 // module's own file, never accepted as its own debug file.
 int OpenDebugCandidate(const std::string& path, absl::string_view want, const struct stat& main) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
+  // A FIFO, a device or a huge file where a debug file is looked for is
+  // skipped like a missing one (OpenRegularFile never blocks on a FIFO).
+  absl::StatusOr<int> opened = OpenRegularFile(path, kMaxModuleFileBytes, "debug file");
+  if (!opened.ok()) return -1;
+  const int fd = *opened;
   Fd holder(fd);
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  if (fstat(fd, &st) != 0) return -1;
   if (st.st_dev == main.st_dev && st.st_ino == main.st_ino) return -1;
   ElfPtr elf = OpenElf(fd);
   if (elf == nullptr) return -1;
@@ -473,10 +477,13 @@ const Dwfl_Callbacks kCallbacks = {
 
 class DebugModule {
  public:
-  // Opens `file_path` (libdwfl opens and owns the file); nullptr if it
-  // cannot (dwfl_errmsg says why).
+  // Reads the module from `fd`, an open regular file (`file_path` names it
+  // in messages and debuglink searches); libdwfl owns `fd` on success, the
+  // caller keeps it otherwise. Never opens `file_path` again, so the file
+  // checked is the file read. nullptr if it cannot (dwfl_errmsg says why).
   static std::unique_ptr<DebugModule> Open(const std::string& module_path,
-                                           const std::string& file_path, const std::string& sysroot,
+                                           const std::string& file_path, int fd,
+                                           const std::string& sysroot,
                                            const std::vector<std::string>* dirs) {
     auto module = std::unique_ptr<DebugModule>(new DebugModule);
     module->search_.module_path = module_path;
@@ -488,7 +495,7 @@ class DebugModule {
     dwfl_report_begin(module->dwfl_);
     // Base 0 with p_vaddr added: module addresses are the ELF's own
     // virtual addresses, i.e. the snapshot's module offsets.
-    module->mod_ = dwfl_report_elf(module->dwfl_, module_path.c_str(), file_path.c_str(), -1, 0,
+    module->mod_ = dwfl_report_elf(module->dwfl_, module_path.c_str(), file_path.c_str(), fd, 0,
                                    /*add_p_vaddr=*/true);
     dwfl_report_end(module->dwfl_, nullptr, nullptr);
     if (module->mod_ == nullptr) return nullptr;
@@ -1023,16 +1030,18 @@ class Symbolizer::Impl {
     slot->resolved = true;
     if (IsVdso(slot->path) || slot->path.empty()) return;
     const std::string file = options_.sysroot.empty() ? slot->path : options_.sysroot + slot->path;
+    // A path in a snapshot can name anything: a FIFO (opening it would wait
+    // for a writer), a device, a huge file. Only regular files of a bounded
+    // size are read, through this one descriptor.
+    absl::StatusOr<int> opened = OpenRegularFile(file, kMaxModuleFileBytes, "module file");
+    if (!opened.ok()) {
+      warnings_.push_back(absl::StrCat(opened.status().message(), "; showing module+offset"));
+      return;
+    }
+    Fd holder(*opened);
     std::string file_build_id;
     {
-      int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        warnings_.push_back(absl::StrCat(file, ": cannot open (", std::strerror(errno),
-                                         "); showing module+offset"));
-        return;
-      }
-      Fd holder(fd);
-      ElfPtr elf = OpenElf(fd);
+      ElfPtr elf = OpenElf(*opened);
       if (elf == nullptr) {
         warnings_.push_back(absl::StrCat(file, ": not an ELF file; showing module+offset"));
         return;
@@ -1051,8 +1060,10 @@ class Symbolizer::Impl {
         file_build_id.empty() ? absl::StrCat("path:", file) : absl::StrCat("id:", file_build_id);
     auto it = debug_modules_.find(key);
     if (it == debug_modules_.end()) {
+      // libdwfl takes the descriptor over only when it succeeds.
       std::unique_ptr<DebugModule> module =
-          DebugModule::Open(slot->path, file, options_.sysroot, &debug_dirs_);
+          DebugModule::Open(slot->path, file, *opened, options_.sysroot, &debug_dirs_);
+      if (module != nullptr) holder.release();
       if (module == nullptr) {
         warnings_.push_back(
             absl::StrCat(file, ": cannot read (", dwfl_errmsg(-1), "); showing module+offset"));

@@ -8,6 +8,12 @@
 // once in Warnings() and its addresses come back as module+offset only: a
 // wrong function name is worse than none.
 //
+// Module files and separate debug files are opened only when they are
+// regular files of at most kMaxModuleFileBytes (a FIFO, a device or a larger
+// file is reported like a missing one), with O_NONBLOCK so that a path
+// naming a FIFO never blocks, and each is read through the one descriptor
+// that was checked.
+//
 // Results are cached per (module build-id or path, offset), so symbolizing
 // the same stack frames across many snapshots of one process costs one
 // lookup each. Thread-compatible: one Symbolizer per thread.
@@ -22,6 +28,11 @@
 #include "retain.pb.h"
 
 namespace retain::tool {
+
+// The largest module or debug file read: 8 GiB. libdw maps files rather than
+// reading them whole, and the largest shared libraries with DWARF (CUDA and
+// deep-learning runtimes) stay within a few GiB.
+inline constexpr uint64_t kMaxModuleFileBytes = uint64_t{8} << 30;
 
 // One source-level frame. An address inside inlined code yields several:
 // the innermost inlined function first, the function it was inlined into
