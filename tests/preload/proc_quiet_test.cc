@@ -78,5 +78,29 @@ TEST(ProcQuiet, FailedSnapshotsAreCountedWithTheirCauseNotPrinted) {
             std::string::npos);
 }
 
+// A process tree that forks, execs and exits leaves snapshots and nothing
+// else: no temporaries, no sockets.
+TEST(ProcQuiet, NoLeftoversAfterCleanExit) {
+  TempDir retain_dir;
+  TempDir socket_dir;
+  RunOptions options;
+  options.argv = {"/bin/sh", "-c",
+                  "/usr/bin/python3 -c 'import subprocess, os; subprocess.run([\"/bin/true\"]);"
+                  " os.fork() or os._exit(0)'; /bin/ls > /dev/null; /bin/true"};
+  options.preload = true;
+  options.env["RETAIN_DIR"] = retain_dir.path();
+  options.env["RETAIN_CONTROL"] = "unix:" + socket_dir.path() + "/ctl";
+  const RunResult run = test::Run(options);
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_data;
+  EXPECT_EQ(run.stderr_data, "");
+  const std::vector<std::string> entries = DirEntries(retain_dir.path());
+  EXPECT_GE(entries.size(), 3u);  // python3, true (twice), ls
+  for (const std::string& name : entries) {
+    EXPECT_NE(name[0], '.') << name;
+    EXPECT_EQ(name.substr(name.size() - 3), ".pb") << name;
+  }
+  EXPECT_TRUE(DirEntries(socket_dir.path()).empty());
+}
+
 }  // namespace
 }  // namespace retain::test::proc
