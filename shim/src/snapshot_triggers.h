@@ -19,6 +19,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "thread_state.h"
+
 namespace retain::shim {
 
 // From the constructor: installs the signal handler (unless the signal is
@@ -33,6 +35,17 @@ void StartServiceThread();
 inline void MaybeStartServiceThread() {
   if (__builtin_expect(g_service_thread_wanted.load(std::memory_order_relaxed), 0)) {
     StartServiceThread();
+  }
+}
+// The same from a hook that may block without the guard (reads, accepts,
+// waits): a program that never allocates after start and then blocks in
+// read() still gets its thread, before it blocks, for the signal to come.
+inline void MaybeStartServiceThreadBeforeBlocking() {
+  if (__builtin_expect(g_service_thread_wanted.load(std::memory_order_relaxed), 0) &&
+      g_thread.busy == 0) {
+    ++g_thread.busy;
+    StartServiceThread();
+    --g_thread.busy;
   }
 }
 

@@ -62,9 +62,13 @@ TEST(SimLoadTest, ShimMemoryFollowsTheLiveSetNotTheRequestsServed) {
 
   const v1::Snapshot early = LoadSnapshot(files[0]);
   const v1::Snapshot late = LoadSnapshot(files[1]);
-  EXPECT_EQ(early.header().requests_closed(), static_cast<uint64_t>(kFirst));
+  // The client has each response before the server's write returns and
+  // the shim closes the request: the last few may still be closing.
+  const uint64_t in_flight = static_cast<uint64_t>(load.connections);
+  EXPECT_EQ(early.header().requests_opened(), static_cast<uint64_t>(kFirst));
+  EXPECT_GE(early.header().requests_closed(), static_cast<uint64_t>(kFirst) - in_flight);
   EXPECT_EQ(late.header().requests_opened(), static_cast<uint64_t>(kTotal));
-  EXPECT_EQ(late.header().requests_closed(), static_cast<uint64_t>(kTotal));
+  EXPECT_GE(late.header().requests_closed(), static_cast<uint64_t>(kTotal) - in_flight);
   // 90,000 more requests: before, ~440 bytes of tag each (~38 MiB).
   const v1::ShimHealth& a = early.health();
   const v1::ShimHealth& b = late.health();

@@ -112,6 +112,30 @@ TEST(ProcWaitsWithHostHandler, GetsTheInterruption) {
   EXPECT_EQ(WaitForSnapshots(retain_dir.path(), 2, 5000).size(), 2u);
 }
 
+// A program that allocates nothing after start and then blocks in read():
+// the snapshot is written while it blocks, not at exit.
+TEST(ProcSignalSnapshot, WrittenWhileAProgramThatNeverAllocatesBlocksInRead) {
+  TempDir retain_dir;
+  RunOptions options;
+  options.argv = {FixturePath("proc_blocked_read")};
+  options.preload = true;
+  options.env["RETAIN_DIR"] = retain_dir.path();
+  Child child(options);
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(child.WaitForStdout("waiting\n", 10000)) << child.Stderr();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(child.Signal(SIGUSR2));
+  EXPECT_EQ(WaitForSnapshots(retain_dir.path(), 1, 2000).size(), 1u)
+      << "no snapshot while the program blocked";
+  child.CloseStdin();
+  const RunResult run = child.Wait(30);
+  EXPECT_EQ(run.exit_code, 0) << run.stderr_data;
+  const std::vector<v1::Snapshot> snapshots = LoadAll(retain_dir.path());
+  ASSERT_EQ(snapshots.size(), 2u);
+  EXPECT_EQ(snapshots[0].header().trigger(), v1::TRIGGER_SIGNAL);
+  EXPECT_EQ(snapshots[1].header().trigger(), v1::TRIGGER_EXIT);
+}
+
 // The main thread ends with pthread_exit after the shim's service thread
 // was started (by the snapshot signal), and with the control endpoint's
 // thread running: the process still ends, with status 0, when its worker

@@ -30,9 +30,10 @@ v1::Snapshot Snapshot(bool degraded, uint64_t dropped, uint64_t dropped_bytes, u
   return snapshot;
 }
 
+// These snapshots have no dropped block still live (dropped_live_* unset).
 constexpr char kMeaning[] =
-    "): rows by owner miss those allocations and live totals undercount them (allocated totals "
-    "still count them). Rerun with a larger RETAIN_MAX_MEMORY";
+    "): rows by owner miss those allocations; the heap totals still count them, 0 still live "
+    "(0 B usable). Rerun with a larger RETAIN_MAX_MEMORY";
 
 TEST(DegradedWarningTest, SaysNothingForHealthySnapshots) {
   const v1::Snapshot a = Snapshot(false, 0, 0, 2u << 30);
