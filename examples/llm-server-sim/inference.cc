@@ -48,6 +48,14 @@ std::optional<Task> TaskQueue::Pop() {
   return task;
 }
 
+std::optional<Task> TaskQueue::TryPop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (tasks_.empty()) return std::nullopt;
+  Task task = std::move(tasks_.front());
+  tasks_.pop_front();
+  return task;
+}
+
 void TaskQueue::Terminate() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -144,21 +152,36 @@ InferenceLoop::InferenceLoop(const SimOptions& options, TaskQueue* tasks, Result
       trie_(options.leak_trie ? new PrefixTrie(options.trie_node_bytes) : nullptr) {}
 
 void InferenceLoop::Run() {
+  previous_prompts_.resize(options_.parallel);
+  std::vector<Task> batch;
+  std::vector<TaskResult> answers;
   while (std::optional<Task> task = tasks_->Pop()) {
-    results_->Send(Process(*task));
+    batch.clear();
+    batch.push_back(std::move(*task));
+    while (batch.size() < options_.parallel) {
+      std::optional<Task> more = tasks_->TryPop();
+      if (!more) break;
+      batch.push_back(std::move(*more));
+    }
+    answers.clear();
+    for (size_t slot = 0; slot < batch.size(); ++slot) {
+      answers.push_back(Process(batch[slot], slot));
+    }
+    for (TaskResult& answer : answers) results_->Send(std::move(answer));
   }
 }
 
-TaskResult InferenceLoop::Process(const Task& task) {
+TaskResult InferenceLoop::Process(const Task& task, size_t slot) {
   ++served_;
-  // Like llama-server: before a slot takes a new prompt, the previous
+  // Like llama-server: before a slot takes a new prompt, the slot's previous
   // prompt's state goes to the prompt cache (unless it is there already).
+  std::string& previous_prompt = previous_prompts_[slot];
   bool hit = cache_.Lookup(task.prompt);
   uint64_t evictions_before = cache_.evictions();
-  if (!previous_prompt_.empty() && previous_prompt_ != task.prompt) cache_.Save(previous_prompt_);
+  if (!previous_prompt.empty() && previous_prompt != task.prompt) cache_.Save(previous_prompt);
   uint64_t checksum = EvaluatePrompt(task.prompt);
   size_t trie_created = trie_ != nullptr ? trie_->Insert(task.prompt) : 0;
-  previous_prompt_ = task.prompt;
+  previous_prompt = task.prompt;
 
   TaskResult result;
   result.id = task.id;
@@ -170,12 +193,12 @@ TaskResult InferenceLoop::Process(const Task& task) {
   result.content = content;
 
   std::fprintf(stderr,
-               "llm-server-sim: request %" PRIu64 " id=%s prompt=%zu chars%s | cache: %zu/%zu "
+               "llm-server-sim: request %" PRIu64
+               " id=%s prompt=%zu chars%s | cache: %zu/%zu "
                "entries, %.1f MiB, %" PRIu64 " evicted",
-               served_, task.request_id.empty() ? "-" : task.request_id.c_str(),
-               task.prompt.size(), hit ? " (cache hit)" : "", cache_.entries(),
-               cache_.capacity_entries(), ToMiB(cache_.bytes()),
-               cache_.evictions() - evictions_before);
+               served_, task.request_id.empty() ? "-" : task.request_id.c_str(), task.prompt.size(),
+               hit ? " (cache hit)" : "", cache_.entries(), cache_.capacity_entries(),
+               ToMiB(cache_.bytes()), cache_.evictions() - evictions_before);
   if (trie_ != nullptr) {
     std::fprintf(stderr, " | trie: +%zu nodes (+%zu bytes), %zu nodes, %.1f MiB total",
                  trie_created, trie_created * options_.trie_node_bytes, trie_->nodes(),

@@ -42,10 +42,11 @@ inline constexpr size_t kWorkBufferBytes = 2 * kMiB;
 inline constexpr size_t kTrieChunkChars = 16;
 
 struct SimOptions {
-  size_t state_bytes = 8 * kMiB;      // --state-mib: one prompt-cache entry
-  size_t cache_bytes = 32 * kMiB;     // --cache-mib: cache budget; 0 = off
-  bool leak_trie = false;             // --leak-trie
+  size_t state_bytes = 8 * kMiB;        // --state-mib: one prompt-cache entry
+  size_t cache_bytes = 32 * kMiB;       // --cache-mib: cache budget; 0 = off
+  bool leak_trie = false;               // --leak-trie
   size_t trie_node_bytes = 256 * kKiB;  // --trie-node-kib: payload per node
+  size_t parallel = 1;                  // --parallel: slots, each with its own prompt
 };
 
 // One /completion request, as the HTTP thread hands it over.
@@ -70,6 +71,8 @@ class TaskQueue {
   void Post(Task task);
   // Blocks until a task arrives or Terminate() was called (then nullopt).
   std::optional<Task> Pop();
+  // A task if one waits now, else nullopt (never blocks).
+  std::optional<Task> TryPop();
   void Terminate();
 
  private:
@@ -146,21 +149,25 @@ class PrefixTrie {
 };
 
 // The single inference thread's body: pops tasks until the queue is
-// terminated, answers each through `results`.
+// terminated, answers each through `results`. With --parallel N it has N
+// slots, as llama-server: it takes up to N waiting tasks at once, one a slot,
+// and works on them together (a batch) before answering any; each slot
+// remembers its own previous prompt, whose state goes to the prompt cache
+// when the slot takes a new one.
 class InferenceLoop {
  public:
   InferenceLoop(const SimOptions& options, TaskQueue* tasks, ResultQueue* results);
   void Run();
 
  private:
-  TaskResult Process(const Task& task);
+  TaskResult Process(const Task& task, size_t slot);
 
   SimOptions options_;
   TaskQueue* tasks_;
   ResultQueue* results_;
   PromptCache cache_;
-  PrefixTrie* trie_;  // never deleted: its nodes are the leak
-  std::string previous_prompt_;
+  PrefixTrie* trie_;                           // never deleted: its nodes are the leak
+  std::vector<std::string> previous_prompts_;  // per slot
   uint64_t served_ = 0;
 };
 

@@ -10,11 +10,14 @@
 // then terminates the queue, joins everything and returns 0.
 //
 //   llm-server-sim --port 0 [--state-mib 8] [--cache-mib 32] [--leak-trie]
-//                  [--trie-node-kib 256] [--http-threads 4] [--host 127.0.0.1]
+//                  [--trie-node-kib 256] [--http-threads 4] [--parallel 1]
+//                  [--stream-chunks 8] [--stream-delay-ms 0] [--host 127.0.0.1]
 #include <arpa/inet.h>
+#include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -23,8 +26,6 @@
 #include <cstring>
 #include <string>
 #include <thread>
-
-#include <httplib.h>
 
 #include "inference.h"
 
@@ -35,13 +36,16 @@ struct Flags {
   std::string host = "127.0.0.1";
   int port = 8080;
   int http_threads = 4;
+  int stream_chunks = 8;    // SSE events per streamed answer (before [DONE])
+  int stream_delay_ms = 0;  // between two of them
   SimOptions sim;
 };
 
 constexpr char kUsage[] =
     "usage: llm-server-sim [--host 127.0.0.1] [--port N (0 = any free port)]\n"
     "                      [--state-mib 8] [--cache-mib 32 (0 = no prompt cache)]\n"
-    "                      [--leak-trie] [--trie-node-kib 256] [--http-threads 4]\n";
+    "                      [--leak-trie] [--trie-node-kib 256] [--http-threads 4]\n"
+    "                      [--parallel 1] [--stream-chunks 8] [--stream-delay-ms 0]\n";
 
 bool ParseSize(const char* text, long min, long max, long* out) {
   char* end = nullptr;
@@ -99,6 +103,15 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     } else if (arg == "--http-threads") {
       ok = ParseSize(value, 1, 256, &number);
       flags->http_threads = static_cast<int>(number);
+    } else if (arg == "--parallel") {
+      ok = ParseSize(value, 1, 64, &number);
+      flags->sim.parallel = static_cast<size_t>(number);
+    } else if (arg == "--stream-chunks") {
+      ok = ParseSize(value, 1, 4096, &number);
+      flags->stream_chunks = static_cast<int>(number);
+    } else if (arg == "--stream-delay-ms") {
+      ok = ParseSize(value, 0, 10000, &number);
+      flags->stream_delay_ms = static_cast<int>(number);
     } else {
       std::fprintf(stderr, "llm-server-sim: unknown flag %s\n%s", arg.c_str(), kUsage);
       return false;
@@ -116,11 +129,14 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
   return true;
 }
 
-// The string value of "key" in a flat JSON object, with the common escapes
-// decoded (\uXXXX becomes '?'). Enough for {"prompt": "..."}; not a parser.
-bool ExtractJsonString(const std::string& body, const std::string& key, std::string* out) {
+// The string value of "key" in a JSON object (its first occurrence, or with
+// `last` its last: the newest message of a chat), with the common escapes
+// decoded (\uXXXX becomes '?'). Enough for {"prompt": "..."} and
+// {"messages": [..., {"role": "user", "content": "..."}]}; not a parser.
+bool ExtractJsonString(const std::string& body, const std::string& key, std::string* out,
+                       bool last = false) {
   std::string quoted = "\"" + key + "\"";
-  size_t at = body.find(quoted);
+  size_t at = last ? body.rfind(quoted) : body.find(quoted);
   if (at == std::string::npos) return false;
   at = body.find_first_not_of(" \t\r\n", at + quoted.size());
   if (at == std::string::npos || body[at] != ':') return false;
@@ -136,20 +152,42 @@ bool ExtractJsonString(const std::string& body, const std::string& key, std::str
     }
     if (++at >= body.size()) return false;
     switch (body[at]) {
-      case 'n': out->push_back('\n'); break;
-      case 't': out->push_back('\t'); break;
-      case 'r': out->push_back('\r'); break;
-      case 'b': out->push_back('\b'); break;
-      case 'f': out->push_back('\f'); break;
+      case 'n':
+        out->push_back('\n');
+        break;
+      case 't':
+        out->push_back('\t');
+        break;
+      case 'r':
+        out->push_back('\r');
+        break;
+      case 'b':
+        out->push_back('\b');
+        break;
+      case 'f':
+        out->push_back('\f');
+        break;
       case 'u':
         if (at + 4 >= body.size()) return false;
         at += 4;
         out->push_back('?');
         break;
-      default: out->push_back(body[at]); break;  // \" \\ \/
+      default:
+        out->push_back(body[at]);
+        break;  // \" \\ \/
     }
   }
   return false;  // unterminated
+}
+
+// True when the body asks for "stream": true.
+bool WantsStream(const std::string& body) {
+  size_t at = body.find("\"stream\"");
+  if (at == std::string::npos) return false;
+  at = body.find_first_not_of(" \t\r\n", at + 8);
+  if (at == std::string::npos || body[at] != ':') return false;
+  at = body.find_first_not_of(" \t\r\n", at + 1);
+  return at != std::string::npos && body.compare(at, 4, "true") == 0;
 }
 
 std::string JsonEscape(const std::string& text) {
@@ -211,6 +249,55 @@ int Main(int argc, char** argv) {
                         ",\"cache_entries\":" + std::to_string(result.cache_entries) + "}",
                     "application/json");
   });
+  // OpenAI-style chat: the last message's content is the prompt. With
+  // "stream": true the answer goes out as server-sent events, chunked, one
+  // event per piece of the answer and a final "data: [DONE]", as
+  // llama-server streams.
+  server.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
+    Task task;
+    if (!ExtractJsonString(req.body, "content", &task.prompt, /*last=*/true)) {
+      res.status = 400;
+      res.set_content("{\"error\":\"expected a JSON body with messages that have content\"}",
+                      "application/json");
+      return;
+    }
+    task.id = next_task_id.fetch_add(1);
+    task.request_id = req.get_header_value("X-Request-Id");
+    uint64_t id = task.id;
+    tasks.Post(std::move(task));
+    TaskResult result = results.Wait(id);
+    if (!WantsStream(req.body)) {
+      res.set_content(
+          "{\"object\":\"chat.completion\",\"choices\":[{\"message\":{\"role\":"
+          "\"assistant\",\"content\":\"" +
+              JsonEscape(result.content) +
+              "\"}}],\"usage\":{\"prompt_tokens\":" + std::to_string(result.tokens) + "}}",
+          "application/json");
+      return;
+    }
+    const int chunks = flags.stream_chunks;
+    const int delay_ms = flags.stream_delay_ms;
+    const std::string content = result.content;
+    res.set_chunked_content_provider(
+        "text/event-stream", [content, chunks, delay_ms](size_t, httplib::DataSink& sink) {
+          const size_t piece = (content.size() + chunks - 1) / chunks;
+          for (int i = 0; i < chunks; ++i) {
+            if (i > 0 && delay_ms > 0) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+            }
+            const size_t from = std::min(content.size(), i * piece);
+            const std::string event =
+                "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":"
+                "{\"content\":\"" +
+                JsonEscape(content.substr(from, piece)) + "\"}}]}\n\n";
+            if (!sink.write(event.data(), event.size())) return false;  // the client left
+          }
+          const std::string done = "data: [DONE]\n\n";
+          if (!sink.write(done.data(), done.size())) return false;
+          sink.done();
+          return true;
+        });
+  });
 
   int port = flags.port;
   if (port == 0) {
@@ -228,10 +315,11 @@ int Main(int argc, char** argv) {
   const SimOptions& sim = flags.sim;
   PromptCache sizing(sim.cache_bytes, sim.state_bytes);
   std::fprintf(stderr,
-               "llm-server-sim: http threads %d; per request: %zu-byte working buffer (freed); "
+               "llm-server-sim: http threads %d, %zu slots; per request: %zu-byte working buffer "
+               "(freed); "
                "prompt cache: %zu-byte states, budget %zu bytes, at most %zu entries%s; "
                "trie: %s\n",
-               flags.http_threads, kWorkBufferBytes, sim.state_bytes, sim.cache_bytes,
+               flags.http_threads, sim.parallel, kWorkBufferBytes, sim.state_bytes, sim.cache_bytes,
                sizing.capacity_entries(), sizing.capacity_entries() == 0 ? " (disabled)" : "",
                sim.leak_trie ? "on, one never-freed node per 16 prompt characters" : "off");
   if (sim.leak_trie) {
