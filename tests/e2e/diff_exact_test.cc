@@ -366,7 +366,7 @@ std::string FindGo() {
 }
 
 // Proves (with an independent reader, Go's pprof, offline as in
-// tests/unit/pprof_writer_test.cc): --pprof FILE writes a profile whose
+// tests/unit/tools/pprof_writer_test.cc): --pprof FILE writes a profile whose
 // sample types are retained_space/retained_objects, whose samples sum to the
 // total retained bytes and count, and whose leaf functions carry each site's
 // exact bytes, the leak function among them. The table still goes to stdout.

@@ -1,8 +1,8 @@
 // libFuzzer target for the control endpoint's request-head parser
-// (shim/src/control_request.h).
+// (shim/src/net/control_request.h).
 //
 // Input: the bytes a client sent. The target finds the head, parses it and
-// looks values up in its query, the way control_server.cc does, and checks
+// looks values up in its query, the way net/control_server.cc does, and checks
 // that every pointer handed back lies inside the bytes (AddressSanitizer
 // catches any read past them: libFuzzer's buffer is exactly the input), that
 // a parsed head is well formed, and that parsing is a function of the bytes.
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "control_request.h"
+#include "net/control_request.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the HTTP/1.x sniffer (shim/src/http_sniffer.h).
+// libFuzzer target for the HTTP/1.x sniffer (shim/src/net/http_sniffer.h).
 //
 // Input: records, each a tag byte, a 2-byte little-endian length and that
 // many bytes (cut short at the end of the input). tag % 16: 0..7 inbound,
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "http_sniffer.h"
+#include "net/http_sniffer.h"
 
 namespace {
 

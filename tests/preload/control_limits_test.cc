@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "control_request.h"
+#include "net/control_request.h"
 #include "tests/preload/control_helpers.h"
 #include "tests/preload/proc_helpers.h"
 #include "tests/support/test_support.h"

@@ -13,8 +13,8 @@
 #include <cstring>
 #include <string>
 
-#include "config.h"
-#include "control_server.h"
+#include "base/config.h"
+#include "net/control_server.h"
 #include "tests/preload/control_helpers.h"
 #include "tests/preload/proc_helpers.h"
 #include "tests/support/test_support.h"

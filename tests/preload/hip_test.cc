@@ -1,4 +1,4 @@
-// hip_test: the shim's HIP hooks (shim/src/interpose_hip.cc).
+// hip_test: the shim's HIP hooks (shim/src/gpu/hip_hooks.cc).
 //
 // No AMD GPU exists where these tests run. So:
 //  - RealRuntime*: the real runtime (Debian's libamdhip64.so.5, ROCm 5.2)

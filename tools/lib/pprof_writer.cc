@@ -32,7 +32,7 @@ namespace {
 
 // Every frame of a retain stack is a return address, frames[0] included:
 // the shim drops its own frames, so frames[0] is where the allocation
-// function returns to in its caller (shim/src/stack_table.h). pprof wants
+// function returns to in its caller (shim/src/unwind/stack_table.h). pprof wants
 // the call instruction, so step back one byte; the symbolizer must look up
 // the same byte (an inlined call that ends its inline range, or a call that
 // ends a function, would otherwise resolve to the code after it). The

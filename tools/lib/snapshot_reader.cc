@@ -344,7 +344,7 @@ uint64_t SampledEstimate(uint64_t size, uint64_t interval) {
 }
 
 std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
-  // Only the malloc family is sampled (sampler.h in the shim).
+  // Only the malloc family is sampled (record/sampler.h in the shim).
   const uint64_t interval = snapshot.header().sample_interval_bytes();
   size_t total = 0;
   for (const v1::AllocationBlock& block : snapshot.allocations()) {

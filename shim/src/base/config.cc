@@ -1,0 +1,368 @@
+// config: see base/config.h.
+#include "base/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+
+namespace retain::shim {
+namespace {
+
+Config g_config;
+
+bool ParseUnsigned(const char* text, uint64_t* value) {
+  if (*text < '0' || *text > '9') return false;
+  uint64_t result = 0;
+  for (; *text >= '0' && *text <= '9'; ++text) {
+    uint64_t digit = static_cast<uint64_t>(*text - '0');
+    if (result > (UINT64_MAX - digit) / 10) return false;
+    result = result * 10 + digit;
+  }
+  if (*text != '\0') return false;
+  *value = result;
+  return true;
+}
+
+// `path` made absolute against the working directory, into `out`. False
+// when it does not fit or the working directory cannot be read.
+bool MakeAbsolute(const char* path, char* out, size_t size) {
+  if (path[0] == '/') return snprintf(out, size, "%s", path) < static_cast<int>(size);
+  char cwd[1024];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return false;
+  const char* rest = path;
+  while (rest[0] == '.' && rest[1] == '/') rest += 2;
+  if (strcmp(rest, ".") == 0) rest = "";
+  const char* separator = rest[0] == '\0' || strcmp(cwd, "/") == 0 ? "" : "/";
+  return snprintf(out, size, "%s%s%s", cwd, separator, rest) < static_cast<int>(size);
+}
+
+void LoadDir(Config* config) {
+  const char* dir = getenv("RETAIN_DIR");
+  if (dir == nullptr || *dir == '\0') dir = ".";
+  // Room for "/.<name>.<pid>.<sequence>.pb.tmp".
+  const size_t limit = sizeof(config->dir) - 64;
+  if (strlen(dir) >= limit || !MakeAbsolute(dir, config->dir, limit)) {
+    LogConfigError(
+        "RETAIN_DIR is longer than %zu bytes or the working directory is unknown;"
+        " using '/tmp'",
+        limit);
+    strcpy(config->dir, "/tmp");
+    return;
+  }
+  struct stat st;
+  if (stat(config->dir, &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      LogConfigError("RETAIN_DIR '%s' is not a directory; no snapshot can be written", config->dir);
+    }
+  } else if (errno != ENOENT) {
+    LogConfigError("RETAIN_DIR '%s': %s", config->dir, strerror(errno));
+  }
+}
+
+}  // namespace
+
+bool ParseByteSize(const char* text, uint64_t* bytes) {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  uint64_t number = 0;
+  const char* p = text;
+  for (; *p >= '0' && *p <= '9'; ++p) {
+    uint64_t digit = static_cast<uint64_t>(*p - '0');
+    if (number > (UINT64_MAX - digit) / 10) return false;
+    number = number * 10 + digit;
+  }
+  int shift = 0;
+  switch (*p) {
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      ++p;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      ++p;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      ++p;
+      break;
+    case 't':
+    case 'T':
+      shift = 40;
+      ++p;
+      break;
+    case 'b':
+    case 'B':
+      break;
+    default:
+      return false;
+  }
+  // Accept an optional "i" then an optional "B" after the unit.
+  if (shift != 0 && (*p == 'i' || *p == 'I')) ++p;
+  if (*p == 'b' || *p == 'B') ++p;
+  if (*p != '\0') return false;
+  if (shift != 0 && number > (UINT64_MAX >> shift)) return false;
+  *bytes = number << shift;
+  return true;
+}
+
+bool ParseSignal(const char* text, int* signal_number) {
+  if (text == nullptr) return false;
+  if (strcasecmp(text, "none") == 0 || strcmp(text, "0") == 0) {
+    *signal_number = 0;
+    return true;
+  }
+  if (strncasecmp(text, "SIG", 3) == 0) text += 3;
+  static const struct {
+    const char* name;
+    int number;
+  } kNames[] = {{"USR1", SIGUSR1},   {"USR2", SIGUSR2}, {"HUP", SIGHUP},
+                {"WINCH", SIGWINCH}, {"URG", SIGURG},   {"PWR", SIGPWR}};
+  for (const auto& entry : kNames) {
+    if (strcasecmp(text, entry.name) == 0) {
+      *signal_number = entry.number;
+      return true;
+    }
+  }
+  uint64_t number = 0;
+  if (!ParseUnsigned(text, &number) || number < 1 || number > static_cast<uint64_t>(SIGRTMAX)) {
+    return false;
+  }
+  switch (number) {
+    // Signals that mean a crash or cannot be caught are not ours to take.
+    case SIGKILL:
+    case SIGSTOP:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGABRT:
+    case SIGTRAP:
+    case SIGSYS:
+      return false;
+    default:
+      *signal_number = static_cast<int>(number);
+      return true;
+  }
+}
+
+bool ParseControl(const char* text, Config* config, const char** why) {
+  config->control = ControlKind::kOff;
+  *why = "is not unix:PATH or tcp:127.0.0.1:PORT";
+  if (text == nullptr) return false;
+  if (strncmp(text, "unix:", 5) == 0) {
+    const char* path = text + 5;
+    size_t length = strlen(path);
+    if (length == 0 || length >= sizeof(config->control_path)) {
+      *why = "names no socket path or one longer than 107 bytes";
+      return false;
+    }
+    memcpy(config->control_path, path, length + 1);
+    config->control = ControlKind::kUnix;
+    return true;
+  }
+  if (strncmp(text, "tcp:", 4) != 0) return false;
+  const char* host = text + 4;
+  const char* colon = strrchr(host, ':');
+  if (colon == nullptr || colon == host) return false;
+  uint64_t port = 0;
+  if (!ParseUnsigned(colon + 1, &port) || port == 0 || port > 65535) return false;
+  char name[64];
+  size_t length = static_cast<size_t>(colon - host);
+  if (length >= sizeof(name)) return false;
+  memcpy(name, host, length);
+  name[length] = '\0';
+  char* start = name;
+  if (length >= 2 && name[0] == '[' && name[length - 1] == ']') {
+    name[length - 1] = '\0';
+    start = name + 1;
+  }
+  struct in_addr v4;
+  struct in6_addr v6;
+  if (inet_pton(AF_INET, start, &v4) == 1) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&v4.s_addr);
+    if (bytes[0] != 127) {
+      *why = "is not a loopback address (127.0.0.0/8 or ::1): refused";
+      return false;
+    }
+    memcpy(config->control_addr, bytes, 4);
+    config->control_ipv6 = false;
+  } else if (inet_pton(AF_INET6, start, &v6) == 1) {
+    if (memcmp(&v6, &in6addr_loopback, sizeof(v6)) != 0) {
+      *why = "is not a loopback address (127.0.0.0/8 or ::1): refused";
+      return false;
+    }
+    memcpy(config->control_addr, &v6, 16);
+    config->control_ipv6 = true;
+  } else {
+    return false;
+  }
+  config->control_port = static_cast<uint16_t>(port);
+  config->control = ControlKind::kTcp;
+  return true;
+}
+
+void LoadConfig(Config* config) {
+  *config = Config{};
+  const char* log = getenv("RETAIN_LOG");
+  if (log != nullptr && *log != '\0') {
+    if (strcmp(log, "1") == 0 || strcasecmp(log, "on") == 0 || strcasecmp(log, "true") == 0 ||
+        strcasecmp(log, "yes") == 0) {
+      config->log = true;
+    } else if (strcmp(log, "0") == 0 || strcasecmp(log, "off") == 0 ||
+               strcasecmp(log, "false") == 0 || strcasecmp(log, "no") == 0) {
+      config->log = false;
+    } else if (strchr(log, '/') != nullptr &&
+               MakeAbsolute(log, config->log_path, sizeof(config->log_path))) {
+      config->log = true;
+    } else {
+      LogConfigError("RETAIN_LOG='%.64s' is not 0, 1 or a path; using 0", log);
+    }
+  }
+  SetLogDestination(config->log, config->log_path[0] != '\0' ? config->log_path : nullptr);
+
+  LoadDir(config);
+
+  config->snapshot_signal = SIGUSR2;
+  if (const char* text = getenv("RETAIN_SIGNAL"); text != nullptr && *text != '\0') {
+    if (!ParseSignal(text, &config->snapshot_signal)) {
+      LogConfigError(
+          "RETAIN_SIGNAL='%.64s' is not none, USR1, USR2, HUP or a catchable signal number;"
+          " using USR2",
+          text);
+      config->snapshot_signal = SIGUSR2;
+    }
+  }
+
+  config->unwind = UnwindMode::kCfi;
+  if (const char* text = getenv("RETAIN_UNWIND"); text != nullptr && *text != '\0') {
+    if (strcasecmp(text, "fp") == 0 || strcasecmp(text, "frame-pointer") == 0) {
+      config->unwind = UnwindMode::kFramePointer;
+    } else if (strcasecmp(text, "libunwind") == 0) {
+      config->unwind = UnwindMode::kLibunwind;
+    } else if (strcasecmp(text, "cfi") != 0) {
+      LogConfigError("RETAIN_UNWIND='%.64s' is not cfi, libunwind or fp; using cfi", text);
+    }
+  }
+
+  config->depth = kDefaultDepth;
+  if (const char* text = getenv("RETAIN_DEPTH"); text != nullptr && *text != '\0') {
+    uint64_t depth = 0;
+    if (!ParseUnsigned(text, &depth) || depth < 1 || depth > kMaxDepth) {
+      LogConfigError("RETAIN_DEPTH='%.64s' is not a number in 1..%d; using %d", text, kMaxDepth,
+                     kDefaultDepth);
+    } else {
+      config->depth = static_cast<int>(depth);
+    }
+  }
+
+  config->http = true;
+  if (const char* text = getenv("RETAIN_HTTP"); text != nullptr && *text != '\0') {
+    if (strcasecmp(text, "off") == 0 || strcmp(text, "0") == 0) {
+      config->http = false;
+    } else if (strcasecmp(text, "on") != 0 && strcmp(text, "1") != 0) {
+      LogConfigError("RETAIN_HTTP='%.64s' is not on or off; using on", text);
+    }
+  }
+  config->vulkan = true;
+  if (const char* text = getenv("RETAIN_VULKAN"); text != nullptr && *text != '\0') {
+    if (strcasecmp(text, "off") == 0 || strcmp(text, "0") == 0) {
+      config->vulkan = false;
+    } else if (strcasecmp(text, "on") != 0 && strcmp(text, "1") != 0) {
+      LogConfigError("RETAIN_VULKAN='%.64s' is not on or off; using on", text);
+    }
+  }
+  config->http_paths[0] = '\0';
+  if (const char* text = getenv("RETAIN_HTTP_PATHS"); text != nullptr) {
+    if (strlen(text) >= sizeof(config->http_paths)) {
+      LogConfigError("RETAIN_HTTP_PATHS is longer than %zu bytes; every path opens a tag",
+                     sizeof(config->http_paths) - 1);
+    } else {
+      strcpy(config->http_paths, text);
+    }
+  }
+
+  config->snapshot_every = 0;
+  if (const char* text = getenv("RETAIN_SNAPSHOT_EVERY"); text != nullptr && *text != '\0') {
+    uint64_t every = 0;
+    if (!ParseUnsigned(text, &every)) {
+      LogConfigError("RETAIN_SNAPSHOT_EVERY='%.64s' is not a number of requests; using 0 (off)",
+                     text);
+    } else {
+      config->snapshot_every = every;
+    }
+  }
+
+  config->sample_interval = 0;
+  if (const char* text = getenv("RETAIN_SAMPLE");
+      text != nullptr && *text != '\0' && strcmp(text, "off") != 0) {
+    uint64_t bytes = 0;
+    if (!ParseByteSize(text, &bytes)) {
+      LogConfigError("RETAIN_SAMPLE='%.64s' is not a byte size (e.g. 512KiB); recording everything",
+                     text);
+    } else {
+      config->sample_interval = bytes;
+    }
+  }
+  config->sample_seed = 0;
+  if (const char* text = getenv("RETAIN_SAMPLE_SEED"); text != nullptr && *text != '\0') {
+    if (!ParseUnsigned(text, &config->sample_seed)) {
+      LogConfigError("RETAIN_SAMPLE_SEED='%.64s' is not a number; seeding from the clock", text);
+      config->sample_seed = 0;
+    }
+  }
+
+  config->control = ControlKind::kOff;
+  if (const char* text = getenv("RETAIN_CONTROL"); text != nullptr && *text != '\0') {
+    const char* why = nullptr;
+    if (!ParseControl(text, config, &why)) {
+      LogConfigError("RETAIN_CONTROL='%.128s' %s; no control endpoint", text, why);
+    }
+  }
+
+  config->control_rate = kDefaultControlRate;
+  if (const char* text = getenv("RETAIN_CONTROL_RATE"); text != nullptr && *text != '\0') {
+    uint64_t rate = 0;
+    if (!ParseUnsigned(text, &rate) || rate < 1 || rate > kMaxControlRate) {
+      LogConfigError("RETAIN_CONTROL_RATE='%.64s' is not a number in 1..%d; using %d", text,
+                     kMaxControlRate, kDefaultControlRate);
+    } else {
+      config->control_rate = static_cast<int>(rate);
+    }
+  }
+
+  config->max_memory = kDefaultMaxMemory;
+  if (const char* text = getenv("RETAIN_MAX_MEMORY"); text != nullptr && *text != '\0') {
+    uint64_t bytes = 0;
+    if (!ParseByteSize(text, &bytes)) {
+      LogConfigError("RETAIN_MAX_MEMORY='%.64s' is not a size (or 0 for no cap); using 2GiB", text);
+    } else if (bytes != 0 && bytes < kMinMaxMemory) {
+      // The shim's fixed tables (stack cache, CFI rules, sampling filter,
+      // first arena chunk) take about 2 MiB before the first record.
+      LogConfigError(
+          "RETAIN_MAX_MEMORY='%.64s' is below the smallest cap that records anything;"
+          " using 8MiB",
+          text);
+      config->max_memory = kMinMaxMemory;
+    } else {
+      config->max_memory = bytes;
+    }
+  }
+}
+
+const Config& GetConfig() { return g_config; }
+Config* MutableConfig() { return &g_config; }
+
+}  // namespace retain::shim

@@ -1,0 +1,89 @@
+// hook_table: resolution of the real functions and the bootstrap allocator.
+#include "base/hook_table.h"
+
+#include <string.h>
+
+#include "base/real_dlsym.h"
+#include "base/spin_lock.h"
+#include "base/thread_state.h"
+
+namespace retain::shim {
+
+RealFunctions g_real;
+std::atomic<bool> g_real_ready;
+
+namespace {
+
+// dlsym's own needs (an error-message buffer) are small; 256 KiB leaves room
+// for early allocations on a thread that resolves.
+constexpr size_t kBootstrapSize = 256 * 1024;
+alignas(64) char g_bootstrap[kBootstrapSize];
+std::atomic<size_t> g_bootstrap_used;
+SpinLock g_resolve_lock;
+
+struct BootstrapHeader {
+  size_t size;
+  size_t padding;
+};
+
+}  // namespace
+
+void* BootstrapAllocate(size_t size, size_t alignment) {
+  if (alignment < alignof(BootstrapHeader)) alignment = alignof(BootstrapHeader);
+  // Reserve room for a header right before the aligned block.
+  size_t needed = size + alignment + sizeof(BootstrapHeader);
+  size_t offset = g_bootstrap_used.fetch_add(needed, std::memory_order_relaxed);
+  if (offset + needed > kBootstrapSize) return nullptr;
+  auto base = reinterpret_cast<uintptr_t>(g_bootstrap + offset) + sizeof(BootstrapHeader);
+  uintptr_t aligned = (base + alignment - 1) & ~(uintptr_t{alignment} - 1);
+  reinterpret_cast<BootstrapHeader*>(aligned)[-1].size = size;
+  return reinterpret_cast<void*>(aligned);  // static storage: already zero
+}
+
+bool IsBootstrapMemory(const void* pointer) {
+  auto* p = static_cast<const char*>(pointer);
+  return p >= g_bootstrap && p < g_bootstrap + kBootstrapSize;
+}
+
+size_t BootstrapAllocationSize(const void* pointer) {
+  return static_cast<const BootstrapHeader*>(pointer)[-1].size;
+}
+
+uint64_t BootstrapBytes() {
+  size_t used = g_bootstrap_used.load(std::memory_order_relaxed);
+  return used < kBootstrapSize ? used : kBootstrapSize;
+}
+
+bool ResolveRealFunctions() {
+  if (RealFunctionsReady()) return true;
+  if (g_thread.resolving) return false;  // dlsym re-entered us: bootstrap serves it
+  SpinLockHolder hold(g_resolve_lock);
+  if (RealFunctionsReady()) return true;
+  ++g_thread.resolving;
+  RealFunctions real;
+#define RETAIN_RESOLVE(name) \
+  real.name = reinterpret_cast<decltype(&::name)>(ShimDlsym(RTLD_NEXT, #name));
+  RETAIN_FOR_EACH_HOOK(RETAIN_RESOLVE)
+#undef RETAIN_RESOLVE
+  --g_thread.resolving;
+  if (real.malloc == nullptr || real.free == nullptr) return false;
+  g_real = real;
+  g_real_ready.store(true, std::memory_order_release);
+  return true;
+}
+
+void UnresolvedHooks(char* out, size_t size) {
+  out[0] = '\0';
+  // glibc has close_range and closefrom since 2.34; where it has not, their
+  // hooks make the system call (hooks/fd_hooks.cc) and nothing is lost.
+#define RETAIN_CHECK(name)                                                         \
+  if (g_real.name == nullptr && strcmp(#name, "close_range") != 0 &&               \
+      strcmp(#name, "closefrom") != 0 && strlen(out) + sizeof(#name) + 2 < size) { \
+    if (out[0] != '\0') strcat(out, ",");                                          \
+    strcat(out, #name);                                                            \
+  }
+  RETAIN_FOR_EACH_HOOK(RETAIN_CHECK)
+#undef RETAIN_CHECK
+}
+
+}  // namespace retain::shim

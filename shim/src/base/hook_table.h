@@ -1,0 +1,127 @@
+// hook_table: every symbol libretain.so interposes, listed once.
+//
+// RETAIN_FOR_EACH_HOOK(X) expands X(name) per symbol. It declares the
+// pointers to the real functions (typed by decltype(&::name), so the
+// compiler checks each hook's signature against the system header), resolves
+// them, and drives the test that every row resolves.
+//
+// Deliberately absent: operator new/delete (libstdc++'s reach malloc,
+// aligned_alloc and free, which are hooked; interposing them too would count
+// twice or need the C++ runtime in the shim) and dlopen (a wrapper would
+// become the "caller" whose RUNPATH and namespace dlopen uses; modules are
+// re-read at every snapshot instead).
+#ifndef RETAIN_SHIM_SRC_BASE_HOOK_TABLE_H_
+#define RETAIN_SHIM_SRC_BASE_HOOK_TABLE_H_
+
+#include <dlfcn.h>
+#if !defined(__APPLE__)
+#include <malloc.h>
+#endif
+#include <stdlib.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#if defined(__APPLE__)
+// Darwin interposes with dyld tuples, not by symbol preemption, and calls the
+// originals directly (hooks/darwin/darwin_hooks.cc); its list only names what
+// the shared code reaches through g_real.
+#include "base/hook_table_darwin.h"
+#else
+#define RETAIN_FOR_EACH_HOOK(X) \
+  X(malloc)                     \
+  X(free)                       \
+  X(calloc)                     \
+  X(realloc)                    \
+  X(reallocarray)               \
+  X(posix_memalign)             \
+  X(aligned_alloc)              \
+  X(memalign)                   \
+  X(valloc)                     \
+  X(pvalloc)                    \
+  X(malloc_usable_size)         \
+  X(mmap)                       \
+  X(mmap64)                     \
+  X(munmap)                     \
+  X(mremap)                     \
+  X(dlclose)                    \
+  X(accept)                     \
+  X(accept4)                    \
+  X(read)                       \
+  X(recv)                       \
+  X(recvfrom)                   \
+  X(recvmsg)                    \
+  X(readv)                      \
+  X(write)                      \
+  X(send)                       \
+  X(sendto)                     \
+  X(sendmsg)                    \
+  X(writev)                     \
+  X(close)                      \
+  X(dup2)                       \
+  X(dup3)                       \
+  X(close_range)                \
+  X(closefrom)                  \
+  X(pause)                      \
+  X(sigsuspend)                 \
+  X(sigtimedwait)               \
+  X(sigwaitinfo)                \
+  X(poll)                       \
+  X(ppoll)                      \
+  X(select)                     \
+  X(pselect)                    \
+  X(epoll_wait)                 \
+  X(epoll_pwait)                \
+  X(nanosleep)                  \
+  X(clock_nanosleep)            \
+  X(usleep)                     \
+  X(sleep)
+#endif  // __APPLE__
+
+namespace retain::shim {
+
+#define RETAIN_COUNT_HOOK(name) +1
+inline constexpr int kHookCount = 0 RETAIN_FOR_EACH_HOOK(RETAIN_COUNT_HOOK);
+#undef RETAIN_COUNT_HOOK
+
+struct RealFunctions {
+#define RETAIN_DECLARE_REAL(name) decltype(&::name) name;
+  RETAIN_FOR_EACH_HOOK(RETAIN_DECLARE_REAL)
+#undef RETAIN_DECLARE_REAL
+};
+
+// The next definition of every hooked symbol after libretain.so (glibc's,
+// or another allocator's if the program brings one). Valid once
+// RealFunctionsReady().
+extern RealFunctions g_real;
+
+extern std::atomic<bool> g_real_ready;
+inline bool RealFunctionsReady() { return g_real_ready.load(std::memory_order_acquire); }
+
+// Resolves g_real with dlsym(RTLD_NEXT). Idempotent and thread-safe; calls
+// made by dlsym itself on this thread meanwhile are served by the bootstrap
+// allocator. Returns false if malloc or free could not be found.
+bool ResolveRealFunctions();
+
+// Names of hooks that did not resolve (for the hook table test), written
+// into `out` comma-separated.
+void UnresolvedHooks(char* out, size_t size);
+
+// The bootstrap allocator: a static buffer for allocations made before the
+// real allocator is known. Its memory is never handed to the real free.
+void* BootstrapAllocate(size_t size, size_t alignment);
+bool IsBootstrapMemory(const void* pointer);
+size_t BootstrapAllocationSize(const void* pointer);
+uint64_t BootstrapBytes();
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_BASE_HOOK_TABLE_H_

@@ -1,0 +1,18 @@
+// thread_state: definitions for base/thread_state.h.
+#include "base/thread_state.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace retain::shim {
+
+__thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
+
+uint32_t CurrentThreadId() {
+  if (__builtin_expect(g_thread.tid == 0, 0)) {
+    g_thread.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  }
+  return g_thread.tid;
+}
+
+}  // namespace retain::shim

@@ -1,0 +1,73 @@
+// thread_state: the per-thread data every hook touches.
+//
+// All of it is `initial-exec` TLS: reaching it is one %fs-relative load, never
+// a call to __tls_get_addr (which may malloc and re-enter the hooks). Only
+// plain data here: a C++ thread_local with a constructor would need a TLS
+// wrapper call on every access.
+#ifndef RETAIN_SHIM_SRC_BASE_THREAD_STATE_H_
+#define RETAIN_SHIM_SRC_BASE_THREAD_STATE_H_
+
+#include <cstdint>
+
+namespace retain::shim {
+
+struct ThreadState {
+  // Re-entry guard: non-zero while this thread runs shim code (a hook's
+  // bookkeeping, a snapshot write, the shim's service thread). Allocation
+  // calls made meanwhile pass straight through, unrecorded.
+  uint32_t busy;
+  // Non-zero while this thread resolves the real allocator with dlsym; its
+  // allocation calls are then served from the bootstrap buffer.
+  uint32_t resolving;
+  // Non-zero while this thread runs the shim's first initialisation.
+  uint32_t initializing;
+  // Depth of intercepted GPU API calls this thread is inside (see
+  // record/gpu_recorder.h): host allocations made meanwhile belong to the GPU
+  // runtime or driver (Kind::kGpuDriverHost), not to the program's heap.
+  uint32_t gpu_depth;
+  // This thread's block of birth sequence numbers (record/birth_sequence.h).
+  uint32_t birth_generation;
+  uint32_t birth_thread;    // the thread id the block was taken for
+  const void* birth_owner;  // the BirthSequence the block came from
+  uint64_t birth_next;
+  uint64_t birth_end;
+  uint64_t birth_base_units;  // the block's start time (BirthSequence units)
+  // RETAIN_SAMPLE (record/sampler.h): bytes left before this thread's next sampling
+  // point, its random generator, and whether both were started.
+  int64_t sample_countdown;
+  uint64_t sample_state;
+  uint32_t sample_started;
+  // Kernel thread id, cached (0 = not read yet). Reset in a fork child.
+  uint32_t tid;
+  // The request this thread works for (0: none) and the Attribution rule
+  // that tied it (explicit, http-thread).
+  uint32_t tag_id;
+  uint32_t tag_rule;
+  // Bounds of this thread's stack for the frame-pointer walk (0 = unknown).
+  uintptr_t stack_low;
+  uintptr_t stack_high;
+  // 1 + the index of this thread's slot for the CFI walker's memo of its
+  // previous walk (unwind/cfi_unwinder.cc); 0 = none yet.
+  uint32_t cfi_memo_slot;
+  // Snapshot signals (RETAIN_SIGNAL) this thread's handler ran for, so a
+  // wait they interrupted can tell and resume (hooks/wait_hooks.cc).
+  uint32_t snapshot_signals;
+};
+
+extern __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
+
+// The calling thread's kernel id, cached after the first call.
+uint32_t CurrentThreadId();
+
+// RAII form of the re-entry guard for shim code that is not a hook.
+class BusyScope {
+ public:
+  BusyScope() { ++g_thread.busy; }
+  ~BusyScope() { --g_thread.busy; }
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+};
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_BASE_THREAD_STATE_H_

@@ -1,0 +1,47 @@
+// gpu_recorder: see record/gpu_recorder.h.
+#include "record/gpu_recorder.h"
+
+#include <errno.h>
+
+#include <atomic>
+
+#include "record/birth_sequence.h"
+#include "record/recorder.h"
+
+namespace retain::shim {
+namespace {
+
+// constinit, zero-filled: see LiveTable.
+constinit LiveTable g_tables[kGpuApiCount];
+std::atomic<uint64_t> g_unknown_gpu_frees;
+
+}  // namespace
+
+LiveTable& GpuTable(GpuApi api) { return g_tables[static_cast<int>(api)]; }
+
+void RecordGpuAlloc(GpuApi api, uintptr_t handle, uint64_t size, Kind kind, uint16_t flags) {
+  if (handle == 0) return;
+  int saved = errno;
+  BusyScope busy;  // stack capture and the tables may allocate through hooks
+  LiveRecord record = NewRecord(handle, size, kind);
+  record.flags = flags;
+  GpuTable(api).Insert(record, Births());
+  errno = saved;
+}
+
+bool TakeGpuRecord(GpuApi api, uintptr_t handle, LiveRecord* out) {
+  if (handle != 0 && GpuTable(api).Take(handle, out)) return true;
+  if (handle != 0) g_unknown_gpu_frees.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void CompleteGpuFree(GpuApi api, const LiveRecord& record) { GpuTable(api).CountFreed(record); }
+void RestoreGpuRecord(GpuApi api, const LiveRecord& record) { GpuTable(api).Restore(record); }
+
+bool RemoveGpuRecordIfAny(GpuApi api, uintptr_t handle) {
+  return handle != 0 && GpuTable(api).Remove(handle);
+}
+
+uint64_t UnknownGpuFrees() { return g_unknown_gpu_frees.load(std::memory_order_relaxed); }
+
+}  // namespace retain::shim

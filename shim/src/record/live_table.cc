@@ -1,0 +1,382 @@
+// live_table: see record/live_table.h.
+#include "record/live_table.h"
+
+#include "base/arena.h"
+
+namespace retain::shim {
+namespace {
+
+constexpr uint32_t kInitialIndexCapacity = 256;
+constexpr uint32_t kInitialChunkCapacity = 16;
+constexpr uint32_t kHashBitsShift = 24;  // index slot: number + 1 in the low 24 bits
+constexpr uint32_t kNumberMask = (1u << kHashBitsShift) - 1;
+constexpr uint64_t kMaxSize = (uint64_t{1} << 40) - 1;
+
+// The 8 bits of the hash an index slot keeps (not the bits that choose the
+// shard or the home slot).
+uint32_t SlotHashBits(uint64_t hash) { return static_cast<uint32_t>(hash >> 40) & 0xff; }
+
+// The index grows by half, not double, so it is between 1/2 and 3/4 full
+// (4-byte slots: 5.3 to 8 bytes per record), and any capacity maps a hash
+// to a home slot with a multiply (Lemire's reduction) instead of a mask.
+uint32_t Home(uint64_t hash, uint32_t capacity) {
+  // Fold the high half in: keys differing only in high bits (Vulkan handles
+  // of different devices) must not share a home.
+  const uint32_t folded = static_cast<uint32_t>(hash ^ (hash >> 32));
+  return static_cast<uint32_t>((static_cast<uint64_t>(folded) * capacity) >> 32);
+}
+uint32_t Next(uint32_t i, uint32_t capacity) { return i + 1 == capacity ? 0 : i + 1; }
+
+}  // namespace
+
+uint64_t LiveTable::Hash(uintptr_t address) {
+  // Addresses are mostly 16-byte aligned; mix the rest (Fibonacci hash).
+  return (static_cast<uint64_t>(address) >> 4) * 0x9E3779B97F4A7C15ull ^
+         static_cast<uint64_t>(address & 15);
+}
+
+LiveTable::PackedRecord LiveTable::Pack(const LiveRecord& record, uint16_t time_offset) {
+  PackedRecord packed;
+  packed.address = record.address;
+  const uint64_t size = record.size < kMaxSize ? record.size : kMaxSize;
+  packed.size_word = size | uint64_t{record.flags} << 40 |
+                     uint64_t{static_cast<uint8_t>(record.kind) & 0x3fu} << 56 |
+                     uint64_t{record.attribution & 0x3u} << 62;
+  packed.sequence_word =
+      (record.birth_sequence & BirthSequence::kMaxSequence) | uint64_t{time_offset} << 48;
+  packed.stack_id = record.stack_id;
+  packed.tag_id = record.tag_id;
+  return packed;
+}
+
+void LiveTable::Unpack(const PackedRecord& packed, LiveRecord* out) {
+  out->address = packed.address;
+  out->size = packed.size_word & kMaxSize;
+  out->flags = static_cast<uint16_t>(packed.size_word >> 40);
+  out->kind = static_cast<Kind>((packed.size_word >> 56) & 0x3f);
+  out->attribution = static_cast<uint8_t>(packed.size_word >> 62);
+  out->birth_sequence = packed.sequence_word & BirthSequence::kMaxSequence;
+  out->stack_id = packed.stack_id;
+  out->tag_id = packed.tag_id;
+  out->thread_id = 0;
+  out->birth_time_us = 0;
+}
+
+uint32_t* LiveTable::Find(const Shard& shard, uint64_t hash, uintptr_t address) {
+  const uint32_t capacity = shard.index_capacity;
+  if (capacity == 0) return nullptr;
+  const uint32_t bits = SlotHashBits(hash) << kHashBitsShift;
+  for (uint32_t i = Home(hash, capacity);; i = Next(i, capacity)) {
+    uint32_t slot = shard.index[i];
+    if (slot == 0) return nullptr;
+    if ((slot & ~kNumberMask) == bits &&
+        RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
+      return &shard.index[i];
+    }
+  }
+}
+
+bool LiveTable::GrowIndex(Shard& shard) {
+  const uint32_t capacity = shard.index_capacity == 0
+                                ? kInitialIndexCapacity
+                                : shard.index_capacity + shard.index_capacity / 2;
+  auto* index = static_cast<uint32_t*>(MapPages(sizeof(uint32_t) * capacity));
+  if (index == nullptr) return false;
+  for (uint32_t i = 0; i < shard.index_capacity; ++i) {
+    const uint32_t slot = shard.index[i];
+    if (slot == 0) continue;
+    uint32_t j = Home(Hash(RecordAt(shard, (slot & kNumberMask) - 1).address), capacity);
+    while (index[j] != 0) j = Next(j, capacity);
+    index[j] = slot;
+  }
+  UnmapPages(shard.index, sizeof(uint32_t) * shard.index_capacity);
+  shard.index = index;
+  shard.index_capacity = capacity;
+  return true;
+}
+
+bool LiveTable::NewRecord(Shard& shard, uint32_t* number) {
+  if (shard.free_head != 0) {
+    *number = shard.free_head - 1;
+    shard.free_head = static_cast<uint32_t>(RecordAt(shard, *number).size_word);
+    return true;
+  }
+  if (shard.used == kMaxRecords) return false;
+  const uint32_t chunk = shard.used >> kChunkBits;
+  if (chunk == shard.chunk_capacity) {
+    const uint32_t capacity =
+        shard.chunk_capacity == 0 ? kInitialChunkCapacity : shard.chunk_capacity * 2;
+    auto** chunks = static_cast<PackedRecord**>(MapPages(sizeof(PackedRecord*) * capacity));
+    if (chunks == nullptr) return false;
+    for (uint32_t i = 0; i < shard.chunk_capacity; ++i) chunks[i] = shard.chunks[i];
+    UnmapPages(shard.chunks, sizeof(PackedRecord*) * shard.chunk_capacity);
+    shard.chunks = chunks;
+    shard.chunk_capacity = capacity;
+  }
+  if ((shard.used & ((1u << kChunkBits) - 1)) == 0) {
+    auto* records = static_cast<PackedRecord*>(MapPages(sizeof(PackedRecord) << kChunkBits));
+    if (records == nullptr) return false;
+    shard.chunks[chunk] = records;
+  }
+  *number = shard.used++;
+  return true;
+}
+
+void LiveTable::EraseSlot(Shard& shard, uint32_t* slot) {
+  // Free the record, then backward-shift deletion in the index: pull later
+  // members of the probe run into the hole so lookups never need
+  // tombstones.
+  const uint32_t number = (*slot & kNumberMask) - 1;
+  PackedRecord& record = RecordAt(shard, number);
+  record.address = 0;
+  record.size_word = shard.free_head;
+  shard.free_head = number + 1;
+  const uint32_t capacity = shard.index_capacity;
+  uint32_t hole = static_cast<uint32_t>(slot - shard.index);
+  for (uint32_t i = Next(hole, capacity); shard.index[i] != 0; i = Next(i, capacity)) {
+    const uint32_t home =
+        Home(Hash(RecordAt(shard, (shard.index[i] & kNumberMask) - 1).address), capacity);
+    // Move slot i into the hole if its home is not in (hole, i] cyclically.
+    const bool home_in_between =
+        hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+    if (!home_in_between) {
+      shard.index[hole] = shard.index[i];
+      hole = i;
+    }
+  }
+  shard.index[hole] = 0;
+  --shard.count;
+}
+
+bool LiveTable::Place(Shard& shard, uint64_t hash, const PackedRecord& packed) {
+  // Keep the index at most 3/4 full.
+  if ((uint64_t{shard.count} + 1) * 4 > uint64_t{shard.index_capacity} * 3 && !GrowIndex(shard)) {
+    return false;
+  }
+  uint32_t number;
+  if (!NewRecord(shard, &number)) return false;
+  RecordAt(shard, number) = packed;
+  uint32_t i = Home(hash, shard.index_capacity);
+  while (shard.index[i] != 0) i = Next(i, shard.index_capacity);
+  shard.index[i] = (number + 1) | SlotHashBits(hash) << kHashBitsShift;
+  ++shard.count;
+  return true;
+}
+
+uint16_t LiveTable::TimeOffset(const LiveRecord& record) const {
+  const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE);
+  if (births == nullptr) return 0;
+  uint32_t thread_id;
+  uint64_t base_us;
+  births->Describe(record.birth_sequence, 0, &thread_id, &base_us);
+  const uint64_t units = record.birth_time_us >> BirthSequence::kTimeUnitBits;
+  const uint64_t base = base_us >> BirthSequence::kTimeUnitBits;
+  return units > base ? static_cast<uint16_t>(units - base) : 0;
+}
+
+bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
+  if (record.size > kMaxSize) record.size = kMaxSize;  // as packed, so counters agree
+  if (__builtin_expect(births_ != &births, 0))
+    __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
+  const uint64_t hash = Hash(record.address);
+  Shard& shard = ShardFor(hash);
+  SpinLockHolder hold(shard.lock);
+  uint16_t time_offset;
+  record.birth_sequence = births.Take(record.thread_id, record.birth_time_us, &time_offset);
+  KindCounters& counters = shard.counters[KindIndex(record.kind)];
+  counters.allocated_bytes += record.size;
+  counters.allocated_count += 1;
+  if (uint32_t* stale = Find(shard, hash, record.address)) {
+    __atomic_fetch_add(&missed_frees_, 1, __ATOMIC_RELAXED);
+    const PackedRecord& old = RecordAt(shard, (*stale & kNumberMask) - 1);
+    const uint64_t old_size = old.size_word & kMaxSize;
+    KindCounters& stale_counters =
+        shard.counters[KindIndex(static_cast<Kind>((old.size_word >> 56) & 0x3f))];
+    stale_counters.freed_bytes += old_size;
+    stale_counters.freed_count += 1;
+    stale_counters.live_bytes -= old_size;
+    stale_counters.live_count -= 1;
+    EraseSlot(shard, stale);
+  }
+  if (!Place(shard, hash, Pack(record, time_offset))) {
+    __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&dropped_bytes_, record.size, __ATOMIC_RELAXED);
+    return false;
+  }
+  counters.live_bytes += record.size;
+  counters.live_count += 1;
+  return true;
+}
+
+bool LiveTable::Remove(uintptr_t address) {
+  const uint64_t hash = Hash(address);
+  Shard& shard = ShardFor(hash);
+  SpinLockHolder hold(shard.lock);
+  uint32_t* slot = Find(shard, hash, address);
+  if (slot == nullptr) return false;
+  const PackedRecord& record = RecordAt(shard, (*slot & kNumberMask) - 1);
+  const uint64_t size = record.size_word & kMaxSize;
+  KindCounters& counters =
+      shard.counters[KindIndex(static_cast<Kind>((record.size_word >> 56) & 0x3f))];
+  counters.live_bytes -= size;
+  counters.live_count -= 1;
+  counters.freed_bytes += size;
+  counters.freed_count += 1;
+  EraseSlot(shard, slot);
+  return true;
+}
+
+bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
+  const uint64_t hash = Hash(address);
+  Shard& shard = ShardFor(hash);
+  uint16_t time_offset;
+  {
+    SpinLockHolder hold(shard.lock);
+    uint32_t* slot = Find(shard, hash, address);
+    if (slot == nullptr) return false;
+    const PackedRecord& record = RecordAt(shard, (*slot & kNumberMask) - 1);
+    Unpack(record, out);
+    time_offset = static_cast<uint16_t>(record.sequence_word >> 48);
+    KindCounters& counters = shard.counters[KindIndex(out->kind)];
+    counters.live_bytes -= out->size;
+    counters.live_count -= 1;
+    EraseSlot(shard, slot);
+  }
+  // The thread and time are the block's (lock-free to read).
+  if (const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE)) {
+    births->Describe(out->birth_sequence, time_offset, &out->thread_id, &out->birth_time_us);
+  }
+  return true;
+}
+
+void LiveTable::Restore(const LiveRecord& original) {
+  LiveRecord record = original;
+  if (record.size > kMaxSize) record.size = kMaxSize;
+  const uint64_t hash = Hash(record.address);
+  Shard& shard = ShardFor(hash);
+  const PackedRecord packed = Pack(record, TimeOffset(record));
+  SpinLockHolder hold(shard.lock);
+  KindCounters& counters = shard.counters[KindIndex(record.kind)];
+  if (!Place(shard, hash, packed)) {
+    // Cannot put it back: account for it as freed rather than lose the bytes.
+    counters.freed_bytes += record.size;
+    counters.freed_count += 1;
+    __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&dropped_bytes_, record.size, __ATOMIC_RELAXED);
+    return;
+  }
+  counters.live_bytes += record.size;
+  counters.live_count += 1;
+}
+
+void LiveTable::CountFreed(const LiveRecord& record) {
+  Shard& shard = ShardFor(Hash(record.address));
+  SpinLockHolder hold(shard.lock);
+  KindCounters& counters = shard.counters[KindIndex(record.kind)];
+  counters.freed_bytes += record.size;
+  counters.freed_count += 1;
+}
+
+size_t LiveTable::Count() {
+  size_t result = 0;
+  for (Shard& shard : shards_) {
+    SpinLockHolder hold(shard.lock);
+    result += shard.count;
+  }
+  return result;
+}
+
+size_t LiveTable::MemoryBytes() {
+  size_t bytes = 0;
+  for (Shard& shard : shards_) {
+    SpinLockHolder hold(shard.lock);
+    const size_t chunks = (shard.used + (1u << kChunkBits) - 1) >> kChunkBits;
+    bytes += chunks * (sizeof(PackedRecord) << kChunkBits) +
+             sizeof(uint32_t) * shard.index_capacity + sizeof(PackedRecord*) * shard.chunk_capacity;
+  }
+  return bytes;
+}
+
+size_t LiveTable::CountLocked() const {
+  size_t result = 0;
+  for (const Shard& shard : shards_) result += shard.count;
+  return result;
+}
+
+size_t LiveTable::CopyLocked(LiveRecord* out) const {
+  const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE);
+  size_t copied = 0;
+  for (const Shard& shard : shards_) {
+    for (uint32_t i = 0; i < shard.used; ++i) {
+      const PackedRecord& record = RecordAt(shard, i);
+      if (record.address == 0) continue;
+      LiveRecord& row = out[copied++];
+      Unpack(record, &row);
+      if (births != nullptr) {
+        births->Describe(row.birth_sequence, static_cast<uint16_t>(record.sequence_word >> 48),
+                         &row.thread_id, &row.birth_time_us);
+      }
+    }
+  }
+  return copied;
+}
+
+size_t LiveTable::VisitTags(void (*visit)(uint32_t tag_id, uint64_t argument), uint64_t argument) {
+  size_t seen = 0;
+  for (Shard& shard : shards_) {
+    SpinLockHolder hold(shard.lock);
+    for (uint32_t i = 0; i < shard.used; ++i) {
+      const PackedRecord& record = RecordAt(shard, i);
+      if (record.address == 0) continue;
+      ++seen;
+      if (record.tag_id != 0) visit(record.tag_id, argument);
+    }
+  }
+  return seen;
+}
+
+void LiveTable::SumCountersLocked(KindCounters* counters) const {
+  for (const Shard& shard : shards_) {
+    for (int k = 0; k < kKindCount; ++k) counters[k].Add(shard.counters[k]);
+  }
+}
+
+void LiveTable::SumCounters(KindCounters* counters) {
+  for (Shard& shard : shards_) {
+    SpinLockHolder hold(shard.lock);
+    for (int k = 0; k < kKindCount; ++k) counters[k].Add(shard.counters[k]);
+  }
+}
+
+void LiveTable::LockAll() {
+  for (Shard& shard : shards_) shard.lock.Lock();
+}
+
+void LiveTable::UnlockAll() {
+  for (Shard& shard : shards_) shard.lock.Unlock();
+}
+
+void LiveTable::ResetLocksInChild() {
+  for (Shard& shard : shards_) shard.lock.ResetInChild();
+}
+
+void LiveTable::DiscardInChild() {
+  for (Shard& shard : shards_) {
+    const uint32_t chunks = (shard.used + (1u << kChunkBits) - 1) >> kChunkBits;
+    for (uint32_t i = 0; i < chunks; ++i) {
+      UnmapPages(shard.chunks[i], sizeof(PackedRecord) << kChunkBits);
+    }
+    UnmapPages(shard.chunks, sizeof(PackedRecord*) * shard.chunk_capacity);
+    UnmapPages(shard.index, sizeof(uint32_t) * shard.index_capacity);
+    shard.count = 0;
+    shard.index_capacity = 0;
+    shard.index = nullptr;
+    shard.used = 0;
+    shard.free_head = 0;
+    shard.chunk_capacity = 0;
+    shard.chunks = nullptr;
+    for (KindCounters& counters : shard.counters) counters = {};
+  }
+}
+
+}  // namespace retain::shim

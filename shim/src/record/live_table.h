@@ -1,0 +1,170 @@
+// live_table: every live allocation the shim recorded, keyed by address.
+//
+// Sharded by a hash of the address, each shard under its own SpinLock, so
+// threads allocating at different addresses rarely meet and no lock is
+// global. A shard keeps its records densely, 32 bytes each (PackedRecord:
+// the thread and the birth time's high part live in the birth sequence's
+// block, see record/birth_sequence.h), in 8 KiB chunks with a free list, and finds
+// them through an open-addressing index of 4-byte slots (linear probing,
+// backward-shift deletion, no tombstones) holding the record's number and 8
+// bits of the address's hash, so a probe touches a record only when those
+// bits match. The index grows by half when 3/4 full: about 32 + 4/load
+// (load 1/2..3/4) = 37..40 bytes per live record. Everything lives in arena pages (MapPages), never
+// the host heap. When the arena refuses, the insert is dropped and counted (the table degrades, it
+// never fails the host).
+//
+// Thread-safe. Never allocates from the host heap, never calls out while
+// holding a shard lock, never clobbers errno. Not async-signal-safe.
+#ifndef RETAIN_SHIM_SRC_RECORD_LIVE_TABLE_H_
+#define RETAIN_SHIM_SRC_RECORD_LIVE_TABLE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "record/birth_sequence.h"
+#include "record/kinds.h"
+#include "base/spin_lock.h"
+
+namespace retain::shim {
+
+// A record as the recorder builds it and the snapshot writer reads it.
+struct LiveRecord {
+  uintptr_t address;  // never 0
+  uint64_t size;      // up to 2^40 - 1 (larger sizes are kept as that)
+  uint64_t birth_sequence;
+  uint64_t birth_time_us;  // to BirthSequence::kTimeUnitUs
+  uint32_t stack_id;
+  uint32_t thread_id;
+  uint32_t tag_id;
+  Kind kind;
+  uint8_t attribution;  // retain.v1.Attribution of tag_id
+  uint16_t flags;       // kind-specific (AllocationBlock.flags in retain.proto)
+};
+
+// Trivially constructible on purpose: a static instance is zero-filled
+// storage with no initialiser to run (hooks may run before this library's
+// initialisers do). Create instances only with static storage or `new
+// LiveTable()` (zeroed).
+class LiveTable {
+ public:
+  static constexpr int kShardBits = 6;
+  static constexpr int kShardCount = 1 << kShardBits;
+
+  // Inserts `record` (address != 0) and counts it as allocated. Its
+  // birth_sequence is taken from `births` under the shard lock (see
+  // record/birth_sequence.h for why that makes snapshots exact); its thread_id and
+  // birth_time_us are kept through that sequence's block. An existing
+  // record at the same address (a free the shim never saw) is replaced and
+  // counted as freed. Returns false when the record was dropped for lack of
+  // memory (still counted as allocated).
+  bool Insert(LiveRecord record, BirthSequence& births);
+
+  // Removes the record at `address` and counts it as freed. Returns false
+  // (and counts nothing) when there is none.
+  bool Remove(uintptr_t address);
+
+  // Removes the record at `address` without counting it, copying it to
+  // `*out`: for realloc, which must free the old record before the real call
+  // and may have to put it back (Restore) when that call fails.
+  bool Take(uintptr_t address, LiveRecord* out);
+  // Undoes Take. The record keeps its birth number: if a snapshot was taken
+  // between Take and Restore (a realloc or GPU release that failed), that
+  // snapshot missed the record and a later exact diff counts it as older
+  // than the snapshot. A failed release racing a snapshot is that rare.
+  void Restore(const LiveRecord& record);
+  void CountFreed(const LiveRecord& record);  // completes Take
+
+  // Every shard's lock, in order: the table cannot change until UnlockAll().
+  // The snapshot writer holds them while it copies, so a snapshot is one
+  // point in time. Also used around fork().
+  void LockAll();
+  void UnlockAll();
+  void ResetLocksInChild();
+  // In a fork child, after ResetLocksInChild: forgets every record and
+  // counter (GPU memory is not inherited by a child), giving the memory
+  // back. No other thread may use the table meanwhile.
+  void DiscardInChild();
+
+  // With LockAll() held: the number of records, a copy of them into `out`
+  // (capacity at least CountLocked()), and the counters.
+  size_t CountLocked() const;
+  size_t CopyLocked(LiveRecord* out) const;
+  void SumCountersLocked(KindCounters* counters) const;
+
+  // Calls visit(tag_id, argument) for each record with a request tag, one
+  // shard at a time under that shard's lock (visit must not touch this
+  // table). Returns the number of records seen.
+  size_t VisitTags(void (*visit)(uint32_t tag_id, uint64_t argument), uint64_t argument);
+
+  // Number of records now (each shard's count read under its lock).
+  size_t Count();
+
+  // Sums the per-kind counters of all shards into counters[kKindCount].
+  void SumCounters(KindCounters* counters);
+
+  // Bytes of arena memory the table holds now (records, free slots, index).
+  size_t MemoryBytes();
+
+  // Records replaced by an allocation at the same address: a free the shim
+  // did not see (glibc freeing internally, or a free from a signal handler
+  // interrupting the shim).
+  uint64_t missed_frees() const { return __atomic_load_n(&missed_frees_, __ATOMIC_RELAXED); }
+
+  // Allocations not recorded for lack of memory, and their bytes.
+  uint64_t dropped() const { return __atomic_load_n(&dropped_, __ATOMIC_RELAXED); }
+  uint64_t dropped_bytes() const { return __atomic_load_n(&dropped_bytes_, __ATOMIC_RELAXED); }
+
+ private:
+  // 32 bytes. A free record has address 0 and the next free record's
+  // number + 1 in size_word.
+  struct PackedRecord {
+    uint64_t address;
+    uint64_t size_word;      // size:40 | flags:16 | kind:6 | attribution:2
+    uint64_t sequence_word;  // birth_sequence:48 | time offset in its block:16
+    uint32_t stack_id;
+    uint32_t tag_id;
+  };
+  static constexpr int kChunkBits = 8;  // records per chunk: 256 (8 KiB)
+  // Per shard: an index slot keeps the record's number + 1 in 24 bits.
+  static constexpr uint32_t kMaxRecords = (1u << 24) - 1;
+
+  struct alignas(64) Shard {
+    SpinLock lock;
+    uint32_t count;           // live records
+    uint32_t index_capacity;  // 0 before the first insert
+    uint32_t* index;          // 0 = empty, else (record number + 1) | hash bits << 24
+    uint32_t used;            // records ever handed out (live or on the free list)
+    uint32_t free_head;       // first free record's number + 1; 0 = none
+    uint32_t chunk_capacity;  // entries of `chunks`
+    PackedRecord** chunks;
+    KindCounters counters[kKindCount];
+  };
+
+  static uint64_t Hash(uintptr_t address);
+  Shard& ShardFor(uint64_t hash) { return shards_[hash >> (64 - kShardBits)]; }
+  static PackedRecord& RecordAt(const Shard& shard, uint32_t number) {
+    return shard.chunks[number >> kChunkBits][number & ((1u << kChunkBits) - 1)];
+  }
+  // Index slot holding `address`, or nullptr.
+  static uint32_t* Find(const Shard& shard, uint64_t hash, uintptr_t address);
+  static bool GrowIndex(Shard& shard);
+  static bool NewRecord(Shard& shard, uint32_t* number);
+  static void EraseSlot(Shard& shard, uint32_t* slot);
+  // Adds a record, making room first; false when the arena refuses.
+  static bool Place(Shard& shard, uint64_t hash, const PackedRecord& packed);
+  static void Unpack(const PackedRecord& packed, LiveRecord* out);
+  static PackedRecord Pack(const LiveRecord& record, uint16_t time_offset);
+  // The time offset `record` has within its sequence's block.
+  uint16_t TimeOffset(const LiveRecord& record) const;
+
+  Shard shards_[kShardCount];
+  BirthSequence* births_;  // the sequence records were numbered by
+  uint64_t dropped_;       // atomic builtins, see SpinLock::locked_
+  uint64_t dropped_bytes_;
+  uint64_t missed_frees_;
+};
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_RECORD_LIVE_TABLE_H_

@@ -1,0 +1,167 @@
+// triggers: see snapshot/triggers.h.
+#include "snapshot/triggers.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "base/threads.h"
+#include "snapshot/writer.h"
+#include "record/tag_compaction.h"
+#include "record/tag_table.h"
+#include "base/thread_state.h"
+
+namespace retain::shim {
+
+std::atomic<bool> g_service_thread_wanted;
+
+namespace {
+
+sem_t g_wakeup;
+std::atomic<bool> g_service_running;
+std::atomic<bool> g_service_started;  // StartServiceThread took the start
+std::atomic<bool> g_triggers_installed;
+std::atomic<uint32_t> g_pending_signal_snapshots;
+std::atomic<bool> g_exit_written;
+
+void WritePendingSignalSnapshots() {
+  uint32_t pending = g_pending_signal_snapshots.load(std::memory_order_acquire);
+  while (pending > 0) {
+    if (g_pending_signal_snapshots.compare_exchange_weak(pending, pending - 1)) {
+      WriteSnapshot(Trigger::kSignal, nullptr, nullptr, 0);
+      pending = g_pending_signal_snapshots.load(std::memory_order_acquire);
+    }
+  }
+}
+
+// The service thread waits for work, and once a second checks that the
+// program still has a thread of its own: a shim thread must never be what
+// keeps a process alive after its last thread ended.
+void* ServiceThreadMain(void*) {
+  // Everything this thread does is the shim's own work.
+  g_thread.busy = 1;
+  g_service_running.store(true, std::memory_order_seq_cst);
+  for (;;) {
+    WritePendingSignalSnapshots();
+    if (TagCompactionDue()) CompactTags();
+    timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += 1;
+    int waited;
+    while ((waited = sem_clockwait(&g_wakeup, CLOCK_MONOTONIC, &deadline)) != 0 && errno == EINTR) {
+    }
+    if (waited != 0) ExitIfOnlyShimThreadsRemain();
+  }
+  return nullptr;
+}
+
+void OnSnapshotSignal(int) {
+  int saved = errno;
+  ++g_thread.snapshot_signals;
+  g_pending_signal_snapshots.fetch_add(1, std::memory_order_acq_rel);
+  if (g_service_running.load(std::memory_order_seq_cst)) {
+    sem_post(&g_wakeup);
+  } else {
+    g_service_thread_wanted.store(true, std::memory_order_release);
+  }
+  errno = saved;
+}
+
+// The kernel's struct for rt_sigaction (glibc's hides the signals it
+// reserves for itself).
+struct KernelSigaction {
+  void* handler;
+  unsigned long flags;
+  void* restorer;
+  unsigned long mask;
+};
+
+}  // namespace
+
+void InstallSnapshotTriggers() {
+  sem_init(&g_wakeup, 0, 0);
+  int signal_number = GetConfig().snapshot_signal;
+  if (signal_number == 0) return;
+  struct sigaction current;
+  if (sigaction(signal_number, nullptr, &current) != 0) return;
+  if (current.sa_handler != SIG_DFL) {
+    // Ignored (inherited from a parent) or already handled: the host's choice.
+    LogDiagnostic("signal %d already has a disposition; snapshot-on-signal disabled",
+                  signal_number);
+    return;
+  }
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  action.sa_handler = OnSnapshotSignal;
+  action.sa_flags = SA_RESTART;  // the host's interrupted system calls resume
+  sigemptyset(&action.sa_mask);
+  if (sigaction(signal_number, &action, nullptr) != 0) return;
+  g_triggers_installed.store(true);
+  // Started by the next recorded allocation: it must exist before a signal
+  // comes, to write the snapshot of a program that then blocks in read().
+  g_service_thread_wanted.store(true, std::memory_order_release);
+}
+
+void StartServiceThread() {
+  bool expected = true;
+  if (!g_service_thread_wanted.compare_exchange_strong(expected, false)) return;
+  if (g_service_started.exchange(true)) return;
+  int error = StartShimThread("retain", ServiceThreadMain);
+  if (error != 0) {
+    g_service_started.store(false);
+    LogDiagnostic("cannot start the service thread: %s", strerror(error));
+  }
+}
+
+bool InterruptedOnlyBySnapshotSignal(uint32_t snapshot_signals_before) {
+  if (g_thread.snapshot_signals == snapshot_signals_before) return false;
+  if (g_service_thread_wanted.load(std::memory_order_relaxed)) {
+    BusyScope busy;  // the thread's own allocations are not the host's
+    StartServiceThread();
+  }
+  // Any handler of the host's could have run too, and the host would then
+  // expect its EINTR: resume only when it has none.
+  for (int signo = 1; signo < NSIG; ++signo) {
+    if (signo == SIGKILL || signo == SIGSTOP || signo == GetConfig().snapshot_signal) continue;
+    if (signo == SIGRTMIN - 2 || signo == SIGRTMIN - 1) continue;  // glibc's own (cancel, setxid)
+    KernelSigaction current;
+    if (syscall(SYS_rt_sigaction, signo, nullptr, &current, sizeof(current.mask)) != 0) continue;
+    if (current.handler != reinterpret_cast<void*>(SIG_DFL) &&
+        current.handler != reinterpret_cast<void*>(SIG_IGN)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void WakeServiceThread() {
+  if (g_service_running.load(std::memory_order_seq_cst)) {
+    sem_post(&g_wakeup);
+  } else {
+    g_service_thread_wanted.store(true, std::memory_order_release);
+  }
+}
+
+void WriteExitSnapshot() {
+  if (g_exit_written.exchange(true)) return;
+  WritePendingSignalSnapshots();
+  WriteSnapshot(Trigger::kExit, nullptr, nullptr, 0);
+}
+
+void SnapshotTriggersResetInChild() {
+  sem_init(&g_wakeup, 0, 0);
+  g_service_running.store(false);
+  g_service_started.store(false);
+  g_exit_written.store(false);
+  g_pending_signal_snapshots.store(0);  // the parent's requests, not ours
+  g_service_thread_wanted.store(g_triggers_installed.load());
+}
+
+}  // namespace retain::shim

@@ -1,0 +1,73 @@
+// triggers: the ways a snapshot gets asked for, other than the
+// control endpoint: RETAIN_SIGNAL, process exit, and retain_snapshot(); and
+// the shim's service thread, which writes signal snapshots and runs the
+// shim's own upkeep (record/tag_compaction.h).
+//
+// A signal handler cannot write a snapshot (the writer takes locks and the
+// loader lock), so it only counts the request and posts a semaphore
+// (async-signal-safe); the service thread, named "retain", wakes and writes.
+// That thread starts lazily, from the first recorded allocation after the
+// signal trigger was installed (or work arrived: an ended request, a wait
+// the signal interrupted, hooks/wait_hooks.cc), and lives on; once a second it
+// checks that the program still has a thread of its own, and ends the
+// process as glibc would (exit(0)) when the program's last thread has ended
+// (OnlyShimThreadsRemain). A request that arrives before it exists is
+// written when it starts, or at exit at the latest.
+#ifndef RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_
+#define RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/thread_state.h"
+
+namespace retain::shim {
+
+// From the constructor: installs the signal handler (unless the signal is
+// ignored or already handled, which the host decided) and allows the
+// service thread to start.
+void InstallSnapshotTriggers();
+
+// From a hook (guard held): starts the service thread if it is wanted and
+// not running. Cheap when it is running: one relaxed load.
+extern std::atomic<bool> g_service_thread_wanted;
+void StartServiceThread();
+inline void MaybeStartServiceThread() {
+  if (__builtin_expect(g_service_thread_wanted.load(std::memory_order_relaxed), 0)) {
+    StartServiceThread();
+  }
+}
+// The same from a hook that may block without the guard (reads, accepts,
+// waits): a program that never allocates after start and then blocks in
+// read() still gets its thread, before it blocks, for the signal to come.
+inline void MaybeStartServiceThreadBeforeBlocking() {
+  if (__builtin_expect(g_service_thread_wanted.load(std::memory_order_relaxed), 0) &&
+      g_thread.busy == 0) {
+    ++g_thread.busy;
+    StartServiceThread();
+    --g_thread.busy;
+  }
+}
+
+// From a wait hook that got EINTR: true when the interruption was the
+// snapshot signal's alone, so the wait should resume: this thread's handler
+// ran for it since `snapshot_signals_before` (g_thread.snapshot_signals),
+// and the host has no signal handler of its own that could have run as well.
+// Starts the service thread when a snapshot waits for it.
+bool InterruptedOnlyBySnapshotSignal(uint32_t snapshot_signals_before);
+
+// Wakes the service thread for its upkeep (from any thread, guard held or
+// not; not from a signal handler). If it is not running yet, it is asked to
+// start at the next recorded allocation.
+void WakeServiceThread();
+
+// From the library destructor (process exit): writes pending signal
+// snapshots, then the exit snapshot.
+void WriteExitSnapshot();
+
+// fork(): the child has no service thread; it starts its own when needed.
+void SnapshotTriggersResetInChild();
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_SNAPSHOT_TRIGGERS_H_

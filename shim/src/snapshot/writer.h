@@ -1,0 +1,47 @@
+// writer: streams a snapshot (proto/retain.proto) of the live
+// tables, the module table, process memory and the shim's health to
+// $RETAIN_DIR/<exe>.<pid>.<seq>.pb.
+//
+// The file is written as $RETAIN_DIR/.<exe>.<pid>.<seq>.pb.tmp and renamed
+// into place only when complete: a half-written snapshot never exists under
+// its final name. It ends with a footer (Snapshot.footer: the length and
+// CRC-32 of every byte before it, computed while streaming), so that a reader
+// tells a copy that was cut or damaged later from a whole one. Each shard of
+// the live table is copied under its lock and encoded outside it, so
+// allocating threads wait at most one shard copy.
+//
+// Thread-safe (writes are serialized). Takes locks and the loader lock: call
+// from normal context only, never from a signal handler or a hook. Never
+// allocates from the host heap (buffers are arena pages).
+#ifndef RETAIN_SHIM_SRC_SNAPSHOT_WRITER_H_
+#define RETAIN_SHIM_SRC_SNAPSHOT_WRITER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace retain::shim {
+
+// Values of retain.v1.Trigger.
+enum class Trigger : uint32_t {
+  kExit = 1,
+  kSignal = 2,
+  kApi = 3,
+  kControl = 4,
+  kEveryNRequests = 5,
+  kInterval = 6,
+};
+
+// Writes one snapshot. `label` may be null. On success returns true and, if
+// `path_out` is given, the final path. On failure says why on stderr
+// (a warning: the user asked for a snapshot and did not get one).
+bool WriteSnapshot(Trigger trigger, const char* label, char* path_out, size_t path_size);
+
+// fork(): prepare waits for a write in progress; the child starts its own
+// sequence at 1.
+void SnapshotWriterLockForFork();
+void SnapshotWriterUnlockForFork();
+void SnapshotWriterResetInChild();
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_SNAPSHOT_WRITER_H_

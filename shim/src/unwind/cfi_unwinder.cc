@@ -1,0 +1,533 @@
+// cfi_unwinder: see unwind/cfi_unwinder.h.
+#include "unwind/cfi_unwinder.h"
+
+#include <elf.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include "base/arena.h"
+#include "unwind/eh_frame.h"
+#include "base/thread_state.h"
+
+namespace retain::shim {
+namespace {
+
+// Rule cache entry: the return address in the top 47 bits, its rule in the
+// low 17:
+//   bit 0       1 = entry in use (0 = empty: a zero page is an empty table)
+//   bit 1       CFA register: 0 = rsp, 1 = rbp
+//   bits 2-11   CFA offset / 8, 1..1023 (frames up to 8 KiB)
+//   bits 12-16  where the caller's rbp is: 0 = unchanged, k = at CFA - 8k
+// A CFA offset field of 0 is no real rule (the return address would be below
+// the stack pointer), so it marks the two answers that are not rules:
+// kFallbackRule and kOutermostRule. Rules that do not fit (odd or negative
+// offsets, bigger frames, rbp above the CFA) are stored as kFallbackRule:
+// libunwind handles those rare frames. Everything a hit needs is in one
+// 64-bit word, so entries are read and written with single relaxed atomic
+// accesses and never torn.
+constexpr int kIpShift = 17;
+constexpr uint64_t kRuleMask = (uint64_t{1} << kIpShift) - 1;
+constexpr uintptr_t kIpLimit = uintptr_t{1} << 47;
+constexpr uint64_t kValidBit = 1;
+constexpr uint64_t kRbpBaseBit = 2;
+constexpr int kOffsetShift = 2;
+constexpr uint64_t kOffsetMask = 0x3ff;
+constexpr int kSlotShift = 12;
+constexpr uint64_t kSlotMask = 0x1f;
+constexpr uint64_t kFallbackRule = kValidBit;
+constexpr uint64_t kOutermostRule = kValidBit | (uint64_t{1} << kSlotShift);
+
+// 2^16 entries (512 KiB of address space; pages are only backed once
+// touched) in sets of 4 sharing a cache line: programs have thousands of hot
+// return addresses, and in a direct-mapped table two that collide would
+// evict each other on every walk, each time running the parser.
+constexpr int kCacheBits = 16;
+constexpr size_t kCacheEntries = size_t{1} << kCacheBits;
+constexpr size_t kCacheBytes = kCacheEntries * sizeof(uint64_t);
+constexpr size_t kWays = 4;
+
+// libunwind's fast trace ends the stack at a return address below 0x4000
+// (never code): so does this walk, to produce the same frames.
+constexpr uintptr_t kLowestIp = 0x4000;
+
+std::atomic<uint64_t*> g_cache;
+std::atomic<uint64_t> g_misses;
+
+uint64_t* Cache() {
+  uint64_t* cache = g_cache.load(std::memory_order_acquire);
+  if (cache != nullptr) return cache;
+  auto* pages = static_cast<uint64_t*>(MapPages(kCacheBytes));
+  if (pages == nullptr) return nullptr;  // arena cap reached: the caller falls back
+  if (!g_cache.compare_exchange_strong(cache, pages, std::memory_order_acq_rel)) {
+    UnmapPages(pages, kCacheBytes);  // another thread's table won
+    return cache;
+  }
+  return pages;
+}
+
+// The first entry of ip's set. Shifts and a xor rather than a multiply: the
+// index is on the walk's critical path (return address, index, rule, next
+// return address). Bits 2.. of a return address already spread a module's
+// call sites; the high bits tell modules apart.
+size_t SetOf(uintptr_t ip) {
+  return static_cast<size_t>(((ip >> 2) ^ (ip >> 18)) << 2) & (kCacheEntries - kWays);
+}
+
+uint64_t PackRule(const FrameRule& rule) {
+  if (rule.kind == FrameRuleKind::kOutermost) return kOutermostRule;
+  if (rule.kind != FrameRuleKind::kStandard) return kFallbackRule;
+  const int64_t offset = rule.cfa_offset;
+  if (offset <= 0 || offset % 8 != 0 || offset / 8 > static_cast<int64_t>(kOffsetMask)) {
+    return kFallbackRule;
+  }
+  uint64_t slot = 0;
+  if (rule.rbp_saved) {
+    const int64_t at = rule.rbp_offset;
+    if (at >= 0 || at % 8 != 0 || -at / 8 > static_cast<int64_t>(kSlotMask)) return kFallbackRule;
+    slot = static_cast<uint64_t>(-at / 8);
+  }
+  return kValidBit | (rule.cfa_register == CfaRegister::kRbp ? kRbpBaseBit : 0) |
+         (static_cast<uint64_t>(offset / 8) << kOffsetShift) | (slot << kSlotShift);
+}
+
+struct MissSearch {
+  uintptr_t ip;
+  uint64_t* entry;  // where the answer goes
+  uint64_t rule;
+};
+
+// dl_iterate_phdr callback: when `info` is the object whose code holds the
+// call before search->ip, reads its rule and fills the cache entry. Both
+// happen here, under the loader's lock: the object cannot be unmapped while
+// its tables are read, and a dlclose that unmaps it afterwards is followed by
+// CfiForgetRules, which then also drops this entry.
+int VisitObject(dl_phdr_info* info, size_t, void* data) {
+  auto* search = static_cast<MissSearch*>(data);
+  const uintptr_t pc = search->ip - 1;
+  const ElfW(Phdr)* eh_frame_hdr = nullptr;
+  bool contains = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& phdr = info->dlpi_phdr[i];
+    if (phdr.p_type == PT_GNU_EH_FRAME) eh_frame_hdr = &phdr;
+    if (phdr.p_type != PT_LOAD || (phdr.p_flags & PF_X) == 0) continue;
+    const uintptr_t start = info->dlpi_addr + phdr.p_vaddr;
+    if (pc >= start && pc - start < phdr.p_memsz) contains = true;
+  }
+  if (!contains) return 0;
+  if (eh_frame_hdr != nullptr) {
+    const uintptr_t hdr = info->dlpi_addr + eh_frame_hdr->p_vaddr;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+      const ElfW(Phdr)& phdr = info->dlpi_phdr[i];
+      if (phdr.p_type != PT_LOAD) continue;
+      const uintptr_t start = info->dlpi_addr + phdr.p_vaddr;
+      if (hdr < start || hdr - start >= phdr.p_memsz) continue;
+      const EhFrameSection section{hdr, start, start + phdr.p_memsz};
+      search->rule = PackRule(FindFrameRule(section, pc));
+      break;
+    }
+  }
+  std::atomic_ref<uint64_t>(*search->entry)
+      .store((static_cast<uint64_t>(search->ip) << kIpShift) | search->rule,
+             std::memory_order_relaxed);
+  return 1;
+}
+
+// The cache missed: find the rule once. An address in no loaded object (JIT
+// code, a corrupt stack) is cached as the fallback too: the fallback is
+// always right, only slower.
+__attribute__((noinline, cold)) uint64_t LookUpSlow(uint64_t* set, uintptr_t ip) {
+  const uint64_t miss = g_misses.fetch_add(1, std::memory_order_relaxed);
+  // An empty way, else one chosen round-robin by the miss count (threads
+  // racing here may pick the same one or store ip twice: both harmless).
+  uint64_t* entry = &set[miss % kWays];
+  for (size_t way = 0; way < kWays; ++way) {
+    if (std::atomic_ref<uint64_t>(set[way]).load(std::memory_order_relaxed) == 0) {
+      entry = &set[way];
+      break;
+    }
+  }
+  MissSearch search{ip, entry, kFallbackRule};
+  if (dl_iterate_phdr(VisitObject, &search) == 0) {
+    std::atomic_ref<uint64_t>(*entry).store((static_cast<uint64_t>(ip) << kIpShift) | kFallbackRule,
+                                            std::memory_order_relaxed);
+  }
+  return search.rule;
+}
+
+inline uint64_t LookUp(uint64_t* cache, uintptr_t ip) {
+  if (ip >= kIpLimit) return kFallbackRule;
+  uint64_t* set = &cache[SetOf(ip)];
+  for (size_t way = 0; way < kWays; ++way) {
+    const uint64_t word = std::atomic_ref<uint64_t>(set[way]).load(std::memory_order_relaxed);
+    if ((word >> kIpShift) == ip && (word & kValidBit) != 0) return word & kRuleMask;
+  }
+  return LookUpSlow(set, ip);
+}
+
+// ---- The walk, and the memo of the previous walk on this thread ----
+//
+// Consecutive captures on a thread mostly share their outer frames (the
+// same request handler, loop, thread entry; only the innermost calls
+// differ), and walking a frame is a chain of dependent loads (rule, then
+// return address, then the next rule). So each thread keeps the frames of
+// its previous walk, and a walk that reaches a state (ip, sp, rbp) found
+// there only checks that the stack still holds what that walk read (each
+// return address and saved rbp at its recorded address: independent loads,
+// no rule lookups) and copies the rest. Exact: from equal registers, the
+// same rules and the same values in the slots read, a walk takes the same
+// steps; a slot that changed ends the reuse and the walk goes on normally
+// from the last checked frame. Reuse also needs the same stack bounds and
+// the same rule generation (CfiForgetRules may have changed the rules).
+//
+// "Equal registers" leaves out rbp where the rest of the walk never reads
+// it (no rbp-based CFA before the caller's rbp is reloaded from a slot):
+// code without frame pointers uses rbp as an ordinary register, whose value
+// at the innermost frames changes from call to call.
+
+// Frames kept: captures take at most RETAIN_DEPTH + 1 (48 + 1 by default);
+// a deeper walk is simply not remembered.
+constexpr int kMemoFrames = 64;
+
+struct MemoFrame {
+  uintptr_t ip;
+  uintptr_t sp;
+  uintptr_t bp;
+  // The step from this frame: where it read the caller's rbp (0: rbp was
+  // kept; slots are 8-aligned), and in the low bits:
+  uintptr_t step;
+};
+constexpr uintptr_t kStepUsesBp = 1;   // its CFA is rbp-based (or: unknown step)
+constexpr uintptr_t kStepNeedsBp = 2;  // the walk on from here reads this frame's rbp
+constexpr uintptr_t kStepFlags = 7;
+
+inline uintptr_t SlotOfStep(uintptr_t step) { return step & ~kStepFlags; }
+
+// Fills in kStepNeedsBp of frames[first..last] (outermost first), given
+// whether the frame outside `first` needs its rbp.
+void MarkRbpNeeds(MemoFrame* frames, int first, int last, bool outer_needs) {
+  for (int i = first; i <= last; ++i) {
+    uintptr_t& step = frames[i].step;
+    const bool needs = (step & kStepUsesBp) != 0 || (SlotOfStep(step) == 0 && outer_needs);
+    step = (step & ~kStepNeedsBp) | (needs ? kStepNeedsBp : 0);
+    outer_needs = needs;
+  }
+}
+
+// Outermost frame first, so a walk that shares the outer part rewrites only
+// the inner end.
+struct WalkMemo {
+  uintptr_t stack_low;
+  uintptr_t stack_high;
+  uint64_t generation;
+  int count;
+  bool complete;  // frames[0] is the outermost frame (its rule says so)
+  MemoFrame frames[kMemoFrames];
+};
+
+// Memos are 2 KiB: not in TLS, whose initial-exec part must stay small (a
+// copy of libretain.so that the Vulkan loader dlopen()s in a process without
+// LD_PRELOAD gets its TLS from glibc's small static TLS surplus). They live
+// in slots keyed by the thread's stack top, which no two live threads share:
+// a thread claims a free slot once (remembered in ThreadState), and a new
+// thread on a reused stack (glibc caches thread stacks) takes over the slot
+// of the dead one, memo included; that memo is as good as its own (every
+// step it reuses is checked against the stack). When no slot is free within
+// a few probes, the thread walks without a memo.
+struct MemoSlot {
+  std::atomic<uintptr_t> key;  // stack_high of the owner; 0 = free
+  std::atomic<WalkMemo*> memo;
+};
+constexpr uint32_t kMemoSlots = 1024;
+constexpr uint32_t kMemoProbes = 8;
+MemoSlot g_memo_slots[kMemoSlots];
+
+// This thread's memo, or nullptr.
+WalkMemo* ThreadMemo(uintptr_t stack_high) {
+  const uint32_t cached = g_thread.cfi_memo_slot;
+  if (cached != 0) {
+    MemoSlot& slot = g_memo_slots[cached - 1];
+    if (slot.key.load(std::memory_order_relaxed) == stack_high) {
+      return slot.memo.load(std::memory_order_relaxed);
+    }
+  }
+  const uint32_t home = static_cast<uint32_t>((stack_high >> 12) * 0x9e3779b1u) % kMemoSlots;
+  for (uint32_t probe = 0; probe < kMemoProbes; ++probe) {
+    const uint32_t index = (home + probe) % kMemoSlots;
+    MemoSlot& slot = g_memo_slots[index];
+    uintptr_t key = slot.key.load(std::memory_order_acquire);
+    if (key != stack_high && (key != 0 || !slot.key.compare_exchange_strong(
+                                              key, stack_high, std::memory_order_acq_rel))) {
+      continue;  // another thread's stack (or just claimed by one)
+    }
+    // Only the owner gets here: it allocates the memo on first use.
+    WalkMemo* memo = slot.memo.load(std::memory_order_acquire);
+    if (memo == nullptr) {
+      memo = static_cast<WalkMemo*>(ArenaAllocate(sizeof(WalkMemo)));  // zeroed: empty
+      if (memo == nullptr) return nullptr;
+      slot.memo.store(memo, std::memory_order_release);
+    }
+    g_thread.cfi_memo_slot = index + 1;
+    return memo;
+  }
+  return nullptr;
+}
+
+// Bumped by CfiForgetRules: memos from before hold steps taken by old rules.
+std::atomic<uint64_t> g_generation;
+
+class Walk {
+ public:
+  Walk(uint64_t* cache, WalkMemo* memo, uintptr_t low, uintptr_t high, uintptr_t* frames, int max)
+      : cache_(cache), memo_(memo), low_(low), high_(high), frames_(frames), max_(max) {}
+
+  int Run(UnwindRegisters regs) {
+    const WalkMemo& memo = *memo_;
+    int join = -1;  // the innermost remembered frame this walk may still meet
+    if (memo.count > 0 && memo.stack_low == low_ && memo.stack_high == high_ &&
+        memo.generation == g_generation.load(std::memory_order_relaxed)) {
+      join = memo.count - 1;
+    }
+    uintptr_t ip = regs.ip;
+    uintptr_t sp = regs.sp;
+    uintptr_t bp = regs.bp;
+    bool complete = false;
+    for (;;) {
+      // Here (ip, sp, bp) is a frame not yet emitted.
+      if (ip < kLowestIp) break;
+      bool emitted = false;
+      if (join >= 0) {
+        while (join >= 0 && memo.frames[join].sp < sp) --join;
+        if (join >= 0 && memo.frames[join].sp == sp && memo.frames[join].ip == ip &&
+            ((memo.frames[join].step & kStepNeedsBp) == 0 || memo.frames[join].bp == bp)) {
+          if (Reuse(join, bp)) return count_;
+          // A slot changed above the last frame reused, or the remembered
+          // walk ended at its own depth limit: go on from that frame. The
+          // walk may meet the remembered one again further out (two paths
+          // that differ in the middle).
+          const MemoFrame& last = memo.frames[reused_last_];
+          ip = last.ip;
+          sp = last.sp;
+          bp = resume_bp_;
+          join = reused_last_ - 1;
+          emitted = true;
+        }
+      }
+      if (!emitted) frames_[count_++] = ip;
+      if (count_ == max_) {
+        Keep({ip, sp, bp, kStepUsesBp});  // a step not taken: assume it reads rbp
+        break;
+      }
+      const uint64_t rule = LookUp(cache_, ip);
+      if (rule == kOutermostRule) {
+        Keep({ip, sp, bp, 0});
+        complete = true;
+        break;
+      }
+      if (rule == kFallbackRule) return -1;
+      const uintptr_t base = (rule & kRbpBaseBit) != 0 ? bp : sp;
+      const uintptr_t cfa = base + ((rule >> kOffsetShift) & kOffsetMask) * 8;
+      // The return address sits at CFA - 8: above sp, inside the stack. A
+      // wrapped sum (rbp garbage) fails the first test.
+      if (cfa <= sp || cfa > high_ || (cfa & 7) != 0) return -1;
+      const uintptr_t next_ip = reinterpret_cast<const uintptr_t*>(cfa)[-1];
+      const uint64_t slot = (rule >> kSlotShift) & kSlotMask;
+      uintptr_t next_bp = bp;
+      uintptr_t bp_slot = 0;
+      if (slot != 0) {
+        bp_slot = cfa - slot * 8;
+        if (bp_slot < sp) return -1;
+        next_bp = *reinterpret_cast<const uintptr_t*>(bp_slot);
+      }
+      Keep({ip, sp, bp, bp_slot | ((rule & kRbpBaseBit) != 0 ? kStepUsesBp : 0)});
+      sp = cfa;
+      bp = next_bp;
+      ip = next_ip;
+    }
+    Remember(complete);
+    return count_;
+  }
+
+ private:
+  // This walk is at memo_->frames[join]: emits the remembered frames from
+  // there outwards while the stack still holds what they were read from.
+  // Returns true when that finished the walk (and updated the memo); else
+  // the walk goes on from frames[reused_last_], already emitted.
+  // `bp`: this walk's rbp at frames[join] (which may differ from the
+  // remembered one where the walk does not read it).
+  bool Reuse(int join, uintptr_t bp) {
+    const WalkMemo& memo = *memo_;
+    int k = join;
+    frames_[count_++] = memo.frames[k].ip;
+    const int room = max_ - count_;
+    const int stop = k > room ? k - room : 0;  // the depth limit
+    while (k > stop) {
+      const MemoFrame& from = memo.frames[k];
+      const MemoFrame& to = memo.frames[k - 1];
+      // Both reads inside [sp, stack_high): recorded by a walk of this
+      // thread's stack with these bounds, at or above this walk's sp. A
+      // saved rbp is checked only where the rest of the walk reads it (in
+      // code without frame pointers it is mostly data); else to.bp is
+      // compared with itself: no branch that depends on the frame's layout.
+      const uintptr_t slot = SlotOfStep(from.step);
+      const auto* saved_bp = slot != 0 && (to.step & kStepNeedsBp) != 0
+                                 ? reinterpret_cast<const uintptr_t*>(slot)
+                                 : &to.bp;
+      if ((reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to.ip) | (*saved_bp != to.bp)) break;
+      frames_[count_++] = to.ip;
+      --k;
+    }
+    const bool ends = count_ == max_ || (k == 0 && memo.complete);
+    if (ends && !left_memo_) {
+      // Ends inside the remembered walk: the memo keeps its outer part
+      // (frames 0..join, every step of which a later walk checks again) and
+      // gets this walk's inner frames.
+      UpdateInner(join);
+      return true;
+    }
+    // Frames join..k become this walk's own, with this walk's rbp values
+    // (the remembered ones may differ where no step read them, and from k
+    // on they may be read): the slots the steps reload rbp from are read
+    // again (the same addresses: the steps up to k were checked).
+    for (int i = join; i > k; --i) {
+      MemoFrame frame = memo.frames[i];
+      frame.bp = bp;
+      Keep(frame);
+      const uintptr_t slot = SlotOfStep(frame.step);
+      if (slot != 0) bp = *reinterpret_cast<const uintptr_t*>(slot);
+    }
+    if (ends) {
+      // The walk left the memo before and met it again: remember it whole.
+      // Frame k is the outermost one, or one whose step was not taken.
+      const bool complete = k == 0 && memo.complete;
+      Keep({memo.frames[k].ip, memo.frames[k].sp, bp, complete ? 0 : kStepUsesBp});
+      Remember(complete);
+      return true;
+    }
+    // The walk leaves the memo at frame k (kept by the caller, with the step
+    // it takes from there).
+    left_memo_ = true;
+    resume_bp_ = bp;
+    reused_last_ = k;
+    return false;
+  }
+
+  // Records the state of a frame (and how the step from it read rbp).
+  void Keep(MemoFrame frame) {
+    if (kept_ < kMemoFrames) kept_frames_[kept_] = frame;
+    ++kept_;
+  }
+
+  // Makes this walk, all of it in kept_frames_, the thread's memo.
+  // `complete`: it ended at the outermost frame.
+  void Remember(bool complete) {
+    WalkMemo& memo = *memo_;
+    memo.count = 0;
+    if (kept_ > kMemoFrames) return;  // too deep to remember
+    for (int i = 0; i < kept_; ++i) memo.frames[kept_ - 1 - i] = kept_frames_[i];
+    MarkRbpNeeds(memo.frames, 0, kept_ - 1, false);
+    memo.stack_low = low_;
+    memo.stack_high = high_;
+    memo.generation = g_generation.load(std::memory_order_relaxed);
+    memo.complete = complete;
+    memo.count = kept_;
+  }
+
+  // This walk's frames before it met the memo at `join` replace the memo's
+  // frames inside join.
+  void UpdateInner(int join) {
+    WalkMemo& memo = *memo_;
+    const int total = join + 1 + kept_;
+    if (kept_ > kMemoFrames || total > kMemoFrames) {
+      memo.count = 0;
+      return;
+    }
+    for (int i = 0; i < kept_; ++i) memo.frames[total - 1 - i] = kept_frames_[i];
+    MarkRbpNeeds(memo.frames, join + 1, total - 1, (memo.frames[join].step & kStepNeedsBp) != 0);
+    memo.count = total;
+  }
+
+  uint64_t* const cache_;
+  WalkMemo* const memo_;  // never null: a thread without one walks with an empty scratch memo
+  const uintptr_t low_;
+  const uintptr_t high_;
+  uintptr_t* const frames_;
+  const int max_;
+  int count_ = 0;
+  int reused_last_ = 0;
+  uintptr_t resume_bp_ = 0;
+  bool left_memo_ = false;  // the walk met the memo and left it again
+  // The frames this walk stepped from, innermost first (for the memo).
+  MemoFrame kept_frames_[kMemoFrames];
+  int kept_ = 0;
+};
+
+}  // namespace
+
+int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, uintptr_t* frames,
+              int max) {
+#if defined(__x86_64__)
+  uint64_t* cache = Cache();
+  if (cache == nullptr) return -1;
+  if (regs.sp < stack_low || regs.sp >= stack_high || (regs.sp & 7) != 0) return -1;
+  WalkMemo* memo = ThreadMemo(stack_high);
+  if (memo == nullptr) {
+    // No slot for this thread: walk with an empty memo on the stack (not
+    // kept afterwards). Only its header is read while empty.
+    WalkMemo scratch;
+    scratch.count = 0;
+    Walk walk{cache, &scratch, stack_low, stack_high, frames, max};
+    return walk.Run(regs);
+  }
+  Walk walk{cache, memo, stack_low, stack_high, frames, max};
+  return walk.Run(regs);
+#else
+  (void)regs;
+  (void)stack_low;
+  (void)stack_high;
+  (void)frames;
+  (void)max;
+  return -1;
+#endif
+}
+
+void CfiForgetRules() {
+  uint64_t* cache = g_cache.load(std::memory_order_acquire);
+  if (cache == nullptr) return;
+  const int saved_errno = errno;  // called from the dlclose hook
+  // Back to zero pages (empty entries) without touching them one by one; a
+  // raw system call, like the arena's, so no hook sees it.
+  g_generation.fetch_add(1, std::memory_order_relaxed);
+  if (syscall(SYS_madvise, cache, kCacheBytes, MADV_DONTNEED) != 0) {
+    for (size_t i = 0; i < kCacheEntries; ++i) {
+      std::atomic_ref<uint64_t>(cache[i]).store(0, std::memory_order_relaxed);
+    }
+  }
+  errno = saved_errno;
+}
+
+uint64_t LoaderUnloadCount() {
+  uint64_t subs = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t size, void* data) {
+        // dlpi_subs exists from glibc 2.4 on; `size` says whether it is there.
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+          *static_cast<uint64_t*>(data) = info->dlpi_subs;
+        } else {
+          *static_cast<uint64_t*>(data) = ~uint64_t{0};  // unknown: always forget
+        }
+        return 1;  // the first object is enough: the counter is global
+      },
+      &subs);
+  return subs;
+}
+
+uint64_t CfiCacheMisses() { return g_misses.load(std::memory_order_relaxed); }
+
+}  // namespace retain::shim

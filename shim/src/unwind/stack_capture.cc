@@ -1,0 +1,232 @@
+// stack_capture: see unwind/stack_capture.h.
+#include "unwind/stack_capture.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+
+#include "unwind/cfi_unwinder.h"
+#include "base/config.h"
+#include "unwind/libunwind_isolation.h"
+#include "unwind/module_table.h"
+#include "base/real_dlsym.h"
+#include "unwind/stack_table.h"
+#include "base/thread_state.h"
+
+namespace retain::shim {
+namespace {
+
+// libunwind's local-only entry points carry an architecture prefix.
+#if defined(__x86_64__)
+#define RETAIN_UNW_PREFIX "_ULx86_64_"
+#elif defined(__aarch64__)
+#define RETAIN_UNW_PREFIX "_ULaarch64_"
+#else
+#define RETAIN_UNW_PREFIX "_UL"
+#endif
+
+using BacktraceFn = int (*)(void**, int);
+using SetCachingPolicyFn = int (*)(void*, int);
+constexpr int kUnwCachePerThread = 2;  // UNW_CACHE_PER_THREAD
+
+BacktraceFn g_unw_backtrace;
+
+// libgcc's unwinder, for the allocations made before the constructor loads
+// libunwind (other libraries' constructors, libstdc++'s emergency exception
+// pool). Declared here rather than through <unwind.h>: libunwind-dev ships a
+// header of the same name.
+using UnwindTraceFn = int (*)(void* context, void* argument);
+using UnwindBacktraceFn = int (*)(UnwindTraceFn, void*);
+using UnwindGetIpFn = uintptr_t (*)(void* context);
+UnwindBacktraceFn g_early_backtrace;
+UnwindGetIpFn g_early_get_ip;
+constexpr int kUrcNoReason = 0;
+constexpr int kUrcEndOfStack = 5;
+
+struct EarlyTrace {
+  uintptr_t* frames;
+  int max;
+  int count;
+};
+
+int CollectEarlyFrame(void* context, void* argument) {
+  auto* trace = static_cast<EarlyTrace*>(argument);
+  if (trace->count == trace->max) return kUrcEndOfStack;
+  uintptr_t ip = g_early_get_ip(context);
+  if (ip == 0) return kUrcEndOfStack;
+  trace->frames[trace->count++] = ip;
+  return kUrcNoReason;
+}
+std::atomic<uint64_t> g_unwind_failures;
+std::atomic<uint64_t> g_fp_fallbacks;
+std::atomic<uint64_t> g_cfi_fallbacks;
+
+// Frames captured beyond the kept depth: room for the shim's own frames and
+// one more to know the stack was cut.
+constexpr int kCaptureSlack = 12;
+
+void EnsureStackBounds() {
+  if (g_thread.stack_high != 0) return;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+    g_thread.stack_high = 1;  // unknown: frame-pointer walks are refused
+    return;
+  }
+  void* low = nullptr;
+  size_t size = 0;
+  pthread_attr_getstack(&attr, &low, &size);
+  pthread_attr_destroy(&attr);
+  g_thread.stack_low = reinterpret_cast<uintptr_t>(low);
+  g_thread.stack_high = g_thread.stack_low + size;
+}
+
+// Walks saved frame pointers from this function's frame. Returns the frame
+// count, or -1 when the walk cannot be trusted (libunwind must be used).
+__attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
+  EnsureStackBounds();
+  auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  const uintptr_t low = g_thread.stack_low;
+  const uintptr_t high = g_thread.stack_high;
+  if (fp < low || fp + 16 > high) return -1;  // e.g. a signal handler's alternate stack
+  int count = 0;
+  bool in_shim = true;
+  while (count < max) {
+    auto* frame = reinterpret_cast<const uintptr_t*>(fp);
+    uintptr_t next = frame[0];
+    uintptr_t ret = frame[1];
+    CodeKind kind = ClassifyAddress(ret);
+    if (kind == CodeKind::kUnknown) {
+      // Not code: the previous frame did not keep a frame pointer. Fine if
+      // that frame was a runtime's thread or process entry, else broken.
+      if (count > 0 && ClassifyAddress(frames[count - 1]) == CodeKind::kNoFramePointers) break;
+      TryRefreshModules();
+      return -1;
+    }
+    bool ours = ret >= ShimCodeBegin() && ret < ShimCodeEnd();
+    if (in_shim && !ours) {
+      in_shim = false;
+      // The allocation's caller keeps no frame pointer (libstdc++'s operator
+      // new, strdup in libc): its own caller would be skipped silently.
+      if (kind == CodeKind::kNoFramePointers) return -1;
+    }
+    frames[count++] = ret;
+    if (next == 0) break;                           // outermost frame
+    if (kind == CodeKind::kNoFramePointers) break;  // a runtime's entry frame: chain ends here
+    if (next <= fp || next + 16 > high || (next & 7) != 0) return -1;
+    fp = next;
+  }
+  return count;
+}
+
+// The CFI unwinder from the hook's caller on: the shim's own frames all keep
+// frame pointers (it is built with -fno-omit-frame-pointer), so they are
+// passed by their rbp chain up to the first return address outside the shim,
+// which gives the registers at the hook's call site. Returns the frame count
+// (no shim frames in it), or -1 when another unwinder must take this stack.
+__attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max) {
+  EnsureStackBounds();
+  const uintptr_t low = g_thread.stack_low;
+  const uintptr_t high = g_thread.stack_high;
+  const uintptr_t shim_begin = ShimCodeBegin();
+  const uintptr_t shim_end = ShimCodeEnd();
+  if (shim_begin == shim_end) return -1;  // the shim's range is not known yet
+  auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  for (int i = 0; i < 64; ++i) {  // the shim never nests that deep: a broken chain
+    if (fp < low || fp > high - 16 || (fp & 7) != 0) return -1;  // e.g. a sigaltstack
+    const auto* frame = reinterpret_cast<const uintptr_t*>(fp);
+    if (frame[1] < shim_begin || frame[1] >= shim_end) {
+      return CfiUnwind(CallerOfFrame(frame), low, high, frames, max);
+    }
+    if (frame[0] <= fp) return -1;
+    fp = frame[0];
+  }
+  return -1;
+}
+
+__attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
+  const UnwindMode mode = GetConfig().unwind;
+  // CFI walks hold no shim frames: depth + 1 of them show a truncation.
+  const int cfi_max = max - kCaptureSlack + 1;
+  if (mode == UnwindMode::kCfi) {
+    int count = CaptureByCfi(frames, cfi_max);
+    if (count >= 0) return count;
+    g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (g_unw_backtrace == nullptr && g_early_backtrace != nullptr) {
+    EarlyTrace trace{frames, max, 0};
+    g_early_backtrace(CollectEarlyFrame, &trace);
+    return trace.count;
+  }
+  if (mode == UnwindMode::kFramePointer || g_unw_backtrace == nullptr) {
+    int count = WalkFramePointers(frames, max);
+    if (count >= 0) return count;
+    if (mode == UnwindMode::kFramePointer) {
+      // Cheaper than libunwind for the usual cause, a runtime built
+      // without frame pointers (libstdc++'s operator new, libc's strdup).
+      g_fp_fallbacks.fetch_add(1, std::memory_order_relaxed);
+      count = CaptureByCfi(frames, cfi_max);
+      if (count >= 0) return count;
+      g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (g_unw_backtrace == nullptr) return 0;
+  }
+  return g_unw_backtrace(reinterpret_cast<void**>(frames), max);
+}
+
+}  // namespace
+
+bool LoadUnwinder() {
+  // RTLD_LOCAL keeps libunwind's exported backtrace and _Unwind_* out of the
+  // global scope. RTLD_NOW: no lazy binding later, inside hooks.
+  void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (handle == nullptr) return false;
+  // Before its first use: that is when it would open its pipe.
+  if (!IsolateLibunwind(handle)) return false;
+  auto backtrace = reinterpret_cast<BacktraceFn>(ShimDlsym(handle, "unw_backtrace"));
+  auto set_caching = reinterpret_cast<SetCachingPolicyFn>(
+      ShimDlsym(handle, RETAIN_UNW_PREFIX "set_caching_policy"));
+  void* address_space = ShimDlsym(handle, RETAIN_UNW_PREFIX "local_addr_space");
+  if (backtrace == nullptr) return false;
+  if (set_caching != nullptr && address_space != nullptr) {
+    // Per-thread caches: no lock shared between allocating threads.
+    set_caching(*static_cast<void**>(address_space), kUnwCachePerThread);
+  }
+  g_unw_backtrace = backtrace;
+  return true;
+}
+
+void LoadEarlyUnwinder() {
+  auto backtrace =
+      reinterpret_cast<UnwindBacktraceFn>(ShimDlsym(RTLD_DEFAULT, "_Unwind_Backtrace"));
+  auto get_ip = reinterpret_cast<UnwindGetIpFn>(ShimDlsym(RTLD_DEFAULT, "_Unwind_GetIP"));
+  if (backtrace != nullptr && get_ip != nullptr) {
+    g_early_get_ip = get_ip;
+    g_early_backtrace = backtrace;
+  }
+}
+
+__attribute__((noinline)) uint32_t CaptureStackId() {
+  uintptr_t frames[kMaxDepth + kCaptureSlack];
+  const int depth = GetConfig().depth;
+  int count = CaptureRaw(frames, depth + kCaptureSlack);
+  // Drop the shim's own frames (hook, recorder, capture).
+  const uintptr_t begin = ShimCodeBegin();
+  const uintptr_t end = ShimCodeEnd();
+  int skip = 0;
+  while (skip < count && frames[skip] >= begin && frames[skip] < end) ++skip;
+  int kept = count - skip;
+  if (kept <= 0) {
+    g_unwind_failures.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  bool truncated = kept > depth;
+  if (truncated) kept = depth;
+  return InternStack(frames + skip, kept, truncated);
+}
+
+uint64_t UnwindFailures() { return g_unwind_failures.load(std::memory_order_relaxed); }
+uint64_t FramePointerFallbacks() { return g_fp_fallbacks.load(std::memory_order_relaxed); }
+uint64_t CfiFallbacks() { return g_cfi_fallbacks.load(std::memory_order_relaxed); }
+
+}  // namespace retain::shim

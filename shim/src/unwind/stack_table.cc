@@ -1,0 +1,199 @@
+// stack_table: see unwind/stack_table.h.
+#include "unwind/stack_table.h"
+
+#include <string.h>
+
+#include "base/arena.h"
+#include "base/spin_lock.h"
+
+namespace retain::shim {
+namespace {
+
+constexpr int kBucketBits = 17;  // 1 MiB; the hash -> id cache takes most lookups
+constexpr size_t kBucketCount = size_t{1} << kBucketBits;
+constexpr int kLockCount = 64;
+// Id directory: kDirectorySize pages of kPageEntries entry pointers each.
+constexpr uint32_t kPageEntries = 4096;
+constexpr uint32_t kDirectorySize = 4096;
+
+std::atomic<std::atomic<StackEntry*>*> g_buckets;
+SpinLock g_bucket_setup_lock;
+SpinLock g_locks[kLockCount];
+std::atomic<uint32_t> g_next_id{1};
+// The hash -> id cache (unwind/stack_table.h): a word per slot, 0 = empty.
+constexpr int kCacheBits = 16;
+std::atomic<std::atomic<uint64_t>*> g_cache;
+constexpr uint64_t kCacheIdBits = 24;
+std::atomic<uint64_t> g_table_bytes;
+std::atomic<std::atomic<StackEntry*>*> g_directory[kDirectorySize];
+
+uint64_t HashFrames(const uintptr_t* frames, int depth, bool truncated) {
+  // Four independent lanes: each step's multiply no longer waits for the
+  // previous frame's, which makes hashing a 30-frame stack about three
+  // times faster than one chain. Mixed at the end.
+  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
+  uint64_t lanes[4] = {0xcbf29ce484222325ull ^ static_cast<uint64_t>(depth),
+                       0x84222325cbf29ce4ull ^ (truncated ? 1 : 0), 0x100000001b3ull,
+                       0x27d4eb2f165667c5ull};
+  int i = 0;
+  for (; i + 4 <= depth; i += 4) {
+    for (int lane = 0; lane < 4; ++lane) {
+      uint64_t h = (lanes[lane] ^ frames[i + lane]) * kMultiplier;
+      lanes[lane] = h ^ (h >> 29);
+    }
+  }
+  for (; i < depth; ++i) {
+    uint64_t h = (lanes[i & 3] ^ frames[i]) * kMultiplier;
+    lanes[i & 3] = h ^ (h >> 29);
+  }
+  uint64_t hash = lanes[0];
+  for (int lane = 1; lane < 4; ++lane) {
+    hash = (hash ^ (lanes[lane] + 0x632be59bd9b4e019ull + (hash << 6) + (hash >> 2))) * kMultiplier;
+  }
+  return hash ^ (hash >> 31);
+}
+
+// Set when the arena refused the bucket array or the cache: from then on
+// interning fails fast (id 0) instead of taking the setup lock every time.
+std::atomic<bool> g_setup_failed;
+
+// The array behind `slot`, mapped on first use (`count` elements of T;
+// untouched pages cost no memory, they fill in as stacks arrive).
+template <typename T>
+T* MapOnce(std::atomic<T*>& slot, size_t count) {
+  T* array = slot.load(std::memory_order_acquire);
+  if (array != nullptr || g_setup_failed.load(std::memory_order_relaxed)) return array;
+  SpinLockHolder hold(g_bucket_setup_lock);
+  array = slot.load(std::memory_order_acquire);
+  if (array == nullptr) {
+    array = static_cast<T*>(MapPages(sizeof(T) * count));
+    if (array != nullptr) {
+      g_table_bytes.fetch_add(sizeof(T) * count, std::memory_order_relaxed);
+    } else {
+      g_setup_failed.store(true, std::memory_order_relaxed);
+    }
+    slot.store(array, std::memory_order_release);
+  }
+  return array;
+}
+
+std::atomic<StackEntry*>* Buckets() { return MapOnce(g_buckets, kBucketCount); }
+
+bool SameStack(const StackEntry* entry, uint64_t hash, const uintptr_t* frames, int depth,
+               bool truncated) {
+  return entry->hash == hash && entry->depth == depth && entry->truncated == truncated &&
+         memcmp(entry->frames, frames, sizeof(uintptr_t) * depth) == 0;
+}
+
+StackEntry* FindInChain(StackEntry* entry, uint64_t hash, const uintptr_t* frames, int depth,
+                        bool truncated) {
+  for (; entry != nullptr; entry = entry->next.load(std::memory_order_acquire)) {
+    if (SameStack(entry, hash, frames, depth, truncated)) return entry;
+  }
+  return nullptr;
+}
+
+bool PublishId(StackEntry* entry) {
+  uint32_t page_index = entry->id / kPageEntries;
+  if (page_index >= kDirectorySize) return false;
+  std::atomic<StackEntry*>* page = g_directory[page_index].load(std::memory_order_acquire);
+  if (page == nullptr) {
+    page = static_cast<std::atomic<StackEntry*>*>(
+        MapPages(sizeof(std::atomic<StackEntry*>) * kPageEntries));
+    if (page == nullptr) return false;
+    std::atomic<StackEntry*>* expected = nullptr;
+    if (!g_directory[page_index].compare_exchange_strong(expected, page)) {
+      UnmapPages(page, sizeof(std::atomic<StackEntry*>) * kPageEntries);
+      page = expected;
+    } else {
+      g_table_bytes.fetch_add(sizeof(std::atomic<StackEntry*>) * kPageEntries,
+                              std::memory_order_relaxed);
+    }
+  }
+  page[entry->id % kPageEntries].store(entry, std::memory_order_release);
+  return true;
+}
+
+std::atomic<uint64_t>* Cache() { return MapOnce(g_cache, size_t{1} << kCacheBits); }
+
+uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
+
+}  // namespace
+
+uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
+  const uint64_t hash = HashFrames(frames, depth, truncated);
+  std::atomic<uint64_t>* cache = Cache();
+  std::atomic<uint64_t>* slot = cache != nullptr ? &cache[hash >> (64 - kCacheBits)] : nullptr;
+  // The slot's word: the hash's low 40 bits (its top bits chose the slot)
+  // over the id.
+  const uint64_t tag = hash << kCacheIdBits;
+  if (slot != nullptr) {
+    const uint64_t word = slot->load(std::memory_order_relaxed);
+    if (word != 0 && (word & ~((uint64_t{1} << kCacheIdBits) - 1)) == tag) {
+      return static_cast<uint32_t>(word & ((uint64_t{1} << kCacheIdBits) - 1));
+    }
+  }
+  const uint32_t id = InternShared(frames, depth, truncated, hash);
+  if (slot != nullptr && id != 0 && id < (1u << kCacheIdBits)) {
+    slot->store(tag | id, std::memory_order_relaxed);
+  }
+  return id;
+}
+
+namespace {
+
+uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
+  std::atomic<StackEntry*>* buckets = Buckets();
+  if (buckets == nullptr) return 0;
+  std::atomic<StackEntry*>& bucket = buckets[hash >> (64 - kBucketBits)];
+  if (StackEntry* found =
+          FindInChain(bucket.load(std::memory_order_acquire), hash, frames, depth, truncated)) {
+    return found->id;
+  }
+  SpinLockHolder hold(g_locks[hash % kLockCount]);
+  StackEntry* head = bucket.load(std::memory_order_acquire);
+  if (StackEntry* found = FindInChain(head, hash, frames, depth, truncated)) return found->id;
+  const size_t entry_bytes = sizeof(StackEntry) + sizeof(uintptr_t) * depth;
+  auto* entry = static_cast<StackEntry*>(ArenaAllocate(entry_bytes));
+  if (entry == nullptr) return 0;
+  g_table_bytes.fetch_add(entry_bytes, std::memory_order_relaxed);
+  entry->hash = hash;
+  entry->depth = static_cast<uint16_t>(depth);
+  entry->truncated = truncated ? 1 : 0;
+  memcpy(entry->frames, frames, sizeof(uintptr_t) * depth);
+  entry->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+  if (!PublishId(entry)) return 0;
+  entry->next.store(head, std::memory_order_relaxed);
+  bucket.store(entry, std::memory_order_release);
+  return entry->id;
+}
+
+}  // namespace
+
+const StackEntry* FindStackById(uint32_t id) {
+  if (id == 0 || id / kPageEntries >= kDirectorySize) return nullptr;
+  std::atomic<StackEntry*>* page = g_directory[id / kPageEntries].load(std::memory_order_acquire);
+  if (page == nullptr) return nullptr;
+  return page[id % kPageEntries].load(std::memory_order_acquire);
+}
+
+uint64_t StackTableBytes() { return g_table_bytes.load(std::memory_order_relaxed); }
+
+uint32_t StackCount() { return g_next_id.load(std::memory_order_relaxed) - 1; }
+
+void StackTableLockForFork() {
+  g_bucket_setup_lock.Lock();
+  for (SpinLock& lock : g_locks) lock.Lock();
+}
+
+void StackTableUnlockForFork() {
+  for (SpinLock& lock : g_locks) lock.Unlock();
+  g_bucket_setup_lock.Unlock();
+}
+
+void StackTableResetInChild() {
+  for (SpinLock& lock : g_locks) lock.ResetInChild();
+  g_bucket_setup_lock.ResetInChild();
+}
+
+}  // namespace retain::shim

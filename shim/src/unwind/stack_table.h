@@ -1,0 +1,56 @@
+// stack_table: interns call stacks, so every allocation stores a 4-byte id
+// and each distinct stack is kept once.
+//
+// A fixed array of hash buckets with chained entries that are only ever
+// added: lookups walk chains without a lock (entries are published with a
+// release store), inserts take one of 64 striped locks and re-check. Ids are
+// dense from 1, so the snapshot writer can address them through a two-level
+// directory. Entries live in the arena and are never freed.
+//
+// In front of it, a lock-free cache of 2^16 words (512 KiB) maps a stack's
+// hash to its id in one load: 24 bits of id and 40 more bits of the hash
+// than the slot's index fixes. A hit costs one memory access and no frame
+// comparison; that trusts 56 bits of a 64-bit hash, a deliberate trade: two
+// different stacks are confused with probability about 2^-56 per pair (for
+// a process with a million distinct stacks, about one chance in 150,000
+// over its life). A miss takes the exact path (chains, full comparison)
+// and fills the slot.
+//
+// Thread-safe. Never allocates from the host heap. Not async-signal-safe.
+#ifndef RETAIN_SHIM_SRC_UNWIND_STACK_TABLE_H_
+#define RETAIN_SHIM_SRC_UNWIND_STACK_TABLE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace retain::shim {
+
+struct StackEntry {
+  std::atomic<StackEntry*> next;  // bucket chain
+  uint64_t hash;
+  uint32_t id;
+  uint16_t depth;
+  uint8_t truncated;
+  uintptr_t frames[];  // `depth` return addresses, innermost first
+};
+
+// Interns `frames[0..depth)`. Returns its id (>= 1), or 0 when the arena is
+// full (the stack is then not kept; callers record id 0).
+uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated);
+
+// The entry with id `id`, or nullptr. Ids from 1 to StackCount().
+const StackEntry* FindStackById(uint32_t id);
+uint32_t StackCount();
+
+// Arena bytes the table holds: entries, hash buckets, id directory pages.
+uint64_t StackTableBytes();
+
+// fork(): see base/arena.h.
+void StackTableLockForFork();
+void StackTableUnlockForFork();
+void StackTableResetInChild();
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_UNWIND_STACK_TABLE_H_

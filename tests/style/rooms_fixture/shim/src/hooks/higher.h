@@ -1,0 +1,1 @@
+// higher: the header base/lower.h must not include.

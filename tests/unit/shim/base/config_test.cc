@@ -1,0 +1,154 @@
+// Configuration parsing: sizes, signals, and the defaults bad values fall
+// back to.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "base/config.h"
+
+namespace retain::shim {
+namespace {
+
+TEST(ConfigTest, ParsesByteSizes) {
+  uint64_t bytes = 0;
+  EXPECT_TRUE(ParseByteSize("4096", &bytes));
+  EXPECT_EQ(bytes, 4096u);
+  EXPECT_TRUE(ParseByteSize("64K", &bytes));
+  EXPECT_EQ(bytes, 64u << 10);
+  EXPECT_TRUE(ParseByteSize("64KiB", &bytes));
+  EXPECT_EQ(bytes, 64u << 10);
+  EXPECT_TRUE(ParseByteSize("3MiB", &bytes));
+  EXPECT_EQ(bytes, 3u << 20);
+  EXPECT_TRUE(ParseByteSize("2GB", &bytes));
+  EXPECT_EQ(bytes, uint64_t{2} << 30);
+  EXPECT_TRUE(ParseByteSize("1t", &bytes));
+  EXPECT_EQ(bytes, uint64_t{1} << 40);
+  EXPECT_TRUE(ParseByteSize("0", &bytes));
+  EXPECT_EQ(bytes, 0u);
+  for (const char* bad :
+       {"", "lots", "-1", "12X", "1.5G", "M", "99999999999999999999", "20000000000G", "64KiBs"}) {
+    EXPECT_FALSE(ParseByteSize(bad, &bytes)) << bad;
+  }
+}
+
+TEST(ConfigTest, ParsesSignals) {
+  int signal_number = -1;
+  EXPECT_TRUE(ParseSignal("none", &signal_number));
+  EXPECT_EQ(signal_number, 0);
+  EXPECT_TRUE(ParseSignal("USR1", &signal_number));
+  EXPECT_EQ(signal_number, SIGUSR1);
+  EXPECT_TRUE(ParseSignal("SIGUSR2", &signal_number));
+  EXPECT_EQ(signal_number, SIGUSR2);
+  EXPECT_TRUE(ParseSignal("hup", &signal_number));
+  EXPECT_EQ(signal_number, SIGHUP);
+  EXPECT_TRUE(ParseSignal("40", &signal_number));
+  EXPECT_EQ(signal_number, 40);
+  for (const char* bad : {"NOPE", "9", "SIGKILL", "11", "0x10", "", "1000"}) {
+    EXPECT_FALSE(ParseSignal(bad, &signal_number)) << bad;
+  }
+}
+
+TEST(ConfigTest, DefaultsWithoutEnvironment) {
+  for (const char* name : {"RETAIN_DIR", "RETAIN_SIGNAL", "RETAIN_UNWIND", "RETAIN_DEPTH",
+                           "RETAIN_MAX_MEMORY", "RETAIN_LOG"}) {
+    unsetenv(name);
+  }
+  Config config;
+  testing::internal::CaptureStderr();
+  LoadConfig(&config);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  char cwd[1024];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  EXPECT_STREQ(config.dir, cwd);  // the working directory, made absolute
+  EXPECT_EQ(config.snapshot_signal, SIGUSR2);
+  EXPECT_EQ(config.unwind, UnwindMode::kCfi);
+  EXPECT_EQ(config.depth, kDefaultDepth);
+  EXPECT_EQ(config.max_memory, kDefaultMaxMemory);
+  EXPECT_FALSE(config.log);
+}
+
+TEST(ConfigTest, UnwindMethods) {
+  const std::pair<const char*, UnwindMode> cases[] = {{"cfi", UnwindMode::kCfi},
+                                                      {"CFI", UnwindMode::kCfi},
+                                                      {"libunwind", UnwindMode::kLibunwind},
+                                                      {"fp", UnwindMode::kFramePointer},
+                                                      {"frame-pointer", UnwindMode::kFramePointer}};
+  for (const auto& [text, mode] : cases) {
+    setenv("RETAIN_UNWIND", text, 1);
+    Config config;
+    testing::internal::CaptureStderr();
+    LoadConfig(&config);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << text;
+    EXPECT_EQ(config.unwind, mode) << text;
+  }
+  unsetenv("RETAIN_UNWIND");
+}
+
+TEST(ConfigTest, ReadsEveryVariable) {
+  setenv("RETAIN_DIR", "/tmp/somewhere", 1);
+  setenv("RETAIN_SIGNAL", "USR1", 1);
+  setenv("RETAIN_UNWIND", "fp", 1);
+  setenv("RETAIN_DEPTH", "7", 1);
+  setenv("RETAIN_MAX_MEMORY", "64MiB", 1);
+  setenv("RETAIN_LOG", "1", 1);
+  Config config;
+  LoadConfig(&config);
+  EXPECT_STREQ(config.dir, "/tmp/somewhere");
+  EXPECT_EQ(config.snapshot_signal, SIGUSR1);
+  EXPECT_EQ(config.unwind, UnwindMode::kFramePointer);
+  EXPECT_EQ(config.depth, 7);
+  EXPECT_EQ(config.max_memory, 64u << 20);
+  EXPECT_TRUE(config.log);
+  for (const char* name : {"RETAIN_DIR", "RETAIN_SIGNAL", "RETAIN_UNWIND", "RETAIN_DEPTH",
+                           "RETAIN_MAX_MEMORY", "RETAIN_LOG"}) {
+    unsetenv(name);
+  }
+}
+
+// Each bad value: exactly one warning line naming the variable, and the default.
+TEST(ConfigTest, BadValuesWarnOnceAndUseTheDefault) {
+  struct Case {
+    const char* name;
+    const char* value;
+  };
+  for (Case c :
+       {Case{"RETAIN_DEPTH", "abc"}, Case{"RETAIN_DEPTH", "0"}, Case{"RETAIN_DEPTH", "100000"},
+        Case{"RETAIN_UNWIND", "magic"}, Case{"RETAIN_SIGNAL", "NOPE"},
+        Case{"RETAIN_MAX_MEMORY", "lots"}, Case{"RETAIN_LOG", "maybe"}}) {
+    setenv(c.name, c.value, 1);
+    Config config;
+    testing::internal::CaptureStderr();
+    LoadConfig(&config);
+    std::string err = testing::internal::GetCapturedStderr();
+    unsetenv(c.name);
+    EXPECT_EQ(err.rfind("retain: ", 0), 0u) << err;
+    EXPECT_NE(err.find(c.name), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_EQ(config.depth, kDefaultDepth);
+    EXPECT_EQ(config.unwind, UnwindMode::kCfi);
+    EXPECT_EQ(config.snapshot_signal, SIGUSR2);
+    EXPECT_EQ(config.max_memory, kDefaultMaxMemory);
+  }
+}
+
+// A cap below what the shim's fixed tables take would record nothing at all:
+// it is raised to the smallest cap that records, with one line.
+TEST(ConfigTest, TooSmallMemoryCapIsRaisedToTheMinimum) {
+  for (const char* value : {"10", "1MiB", "4MiB"}) {
+    setenv("RETAIN_MAX_MEMORY", value, 1);
+    Config config;
+    testing::internal::CaptureStderr();
+    LoadConfig(&config);
+    std::string err = testing::internal::GetCapturedStderr();
+    unsetenv("RETAIN_MAX_MEMORY");
+    EXPECT_EQ(err, std::string("retain: RETAIN_MAX_MEMORY='") + value +
+                       "' is below the smallest cap that records anything; using 8MiB\n");
+    EXPECT_EQ(config.max_memory, kMinMaxMemory);
+  }
+}
+
+}  // namespace
+}  // namespace retain::shim

@@ -1,0 +1,291 @@
+// LiveTable: exact bookkeeping under random operations (checked against a
+// std::unordered_map), counters, Take/Restore, and threads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "record/live_table.h"
+
+namespace retain::shim {
+namespace {
+
+LiveRecord MakeRecord(uintptr_t address, uint64_t size, Kind kind = Kind::kHeap) {
+  LiveRecord record{};
+  record.address = address;
+  record.size = size;
+  record.kind = kind;
+  record.stack_id = static_cast<uint32_t>(address >> 4);
+  return record;
+}
+
+std::vector<LiveRecord> CopyAll(LiveTable& table) {
+  table.LockAll();
+  std::vector<LiveRecord> records(table.CountLocked());
+  records.resize(table.CopyLocked(records.data()));
+  table.UnlockAll();
+  return records;
+}
+
+KindCounters HeapCounters(LiveTable& table) {
+  KindCounters counters[kKindCount] = {};
+  table.SumCounters(counters);
+  return counters[KindIndex(Kind::kHeap)];
+}
+
+TEST(LiveTableTest, InsertThenRemoveCountsBytes) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  const uint64_t first_sequence = sequence.Peek();
+  EXPECT_TRUE(table.Insert(MakeRecord(0x1000, 100), sequence));
+  EXPECT_TRUE(table.Insert(MakeRecord(0x2000, 50), sequence));
+  KindCounters c = HeapCounters(table);
+  EXPECT_EQ(c.live_bytes, 150u);
+  EXPECT_EQ(c.live_count, 2u);
+  EXPECT_EQ(c.allocated_bytes, 150u);
+  EXPECT_TRUE(table.Remove(0x1000));
+  EXPECT_FALSE(table.Remove(0x1000));
+  EXPECT_FALSE(table.Remove(0x3000));
+  c = HeapCounters(table);
+  EXPECT_EQ(c.live_bytes, 50u);
+  EXPECT_EQ(c.live_count, 1u);
+  EXPECT_EQ(c.freed_bytes, 100u);
+  EXPECT_EQ(c.freed_count, 1u);
+  std::vector<LiveRecord> records = CopyAll(table);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].address, 0x2000u);
+  // Numbered in order within a thread.
+  EXPECT_EQ(records[0].birth_sequence, first_sequence + 1);
+}
+
+TEST(LiveTableTest, ReinsertAtSameAddressReplacesAndCountsTheMissedFree) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  table.Insert(MakeRecord(0x1000, 100), sequence);
+  table.Insert(MakeRecord(0x1000, 30), sequence);
+  KindCounters c = HeapCounters(table);
+  EXPECT_EQ(c.live_bytes, 30u);
+  EXPECT_EQ(c.live_count, 1u);
+  EXPECT_EQ(c.freed_bytes, 100u);
+  EXPECT_EQ(table.missed_frees(), 1u);
+}
+
+TEST(LiveTableTest, TakeRestoreAndCountFreed) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  table.Insert(MakeRecord(0x5000, 64), sequence);
+  LiveRecord taken;
+  ASSERT_TRUE(table.Take(0x5000, &taken));
+  EXPECT_EQ(taken.size, 64u);
+  EXPECT_EQ(HeapCounters(table).live_bytes, 0u);
+  EXPECT_EQ(HeapCounters(table).freed_bytes, 0u);  // not yet: realloc may fail
+  table.Restore(taken);
+  EXPECT_EQ(HeapCounters(table).live_bytes, 64u);
+  ASSERT_TRUE(table.Take(0x5000, &taken));
+  table.CountFreed(taken);
+  KindCounters c = HeapCounters(table);
+  EXPECT_EQ(c.live_bytes, 0u);
+  EXPECT_EQ(c.freed_bytes, 64u);
+  EXPECT_EQ(c.freed_count, 1u);
+}
+
+TEST(LiveTableTest, RandomOperationsMatchAReferenceMap) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  std::unordered_map<uintptr_t, uint64_t> reference;
+  std::mt19937_64 random(42);
+  uint64_t live_bytes = 0;
+  for (int i = 0; i < 400000; ++i) {
+    // A narrow address range makes collisions and long probe runs common.
+    uintptr_t address = (random() % 50000 + 1) * 16;
+    if (random() % 3 != 0) {
+      uint64_t size = random() % 5000 + 1;
+      auto it = reference.find(address);
+      if (it != reference.end()) live_bytes -= it->second;
+      reference[address] = size;
+      live_bytes += size;
+      ASSERT_TRUE(table.Insert(MakeRecord(address, size), sequence));
+    } else {
+      auto it = reference.find(address);
+      bool present = it != reference.end();
+      if (present) {
+        live_bytes -= it->second;
+        reference.erase(it);
+      }
+      ASSERT_EQ(table.Remove(address), present) << "at operation " << i;
+    }
+  }
+  KindCounters c = HeapCounters(table);
+  EXPECT_EQ(c.live_bytes, live_bytes);
+  EXPECT_EQ(c.live_count, reference.size());
+  EXPECT_EQ(c.allocated_bytes - c.freed_bytes, live_bytes);
+  std::vector<LiveRecord> records = CopyAll(table);
+  ASSERT_EQ(records.size(), reference.size());
+  for (const LiveRecord& record : records) {
+    auto it = reference.find(record.address);
+    ASSERT_NE(it, reference.end());
+    EXPECT_EQ(record.size, it->second);
+    EXPECT_EQ(record.stack_id, record.address >> 4);
+  }
+}
+
+TEST(LiveTableTest, ThreadsAllocatingAndFreeingEachOthersRecords) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 100000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        uintptr_t address = (uintptr_t{1} << 32) * (t + 1) + uintptr_t(i) * 16;
+        table.Insert(MakeRecord(address, 8), sequence);
+      }
+      // Free the records another thread inserted, all but every tenth.
+      int other = (t + 1) % kThreads;
+      for (int i = 0; i < kPerThread; ++i) {
+        if (i % 10 == 0) continue;
+        uintptr_t address = (uintptr_t{1} << 32) * (other + 1) + uintptr_t(i) * 16;
+        while (!table.Remove(address)) std::this_thread::yield();  // not inserted yet
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  KindCounters c = HeapCounters(table);
+  EXPECT_EQ(c.live_count, uint64_t{kThreads} * kPerThread / 10);
+  EXPECT_EQ(c.live_bytes, uint64_t{kThreads} * kPerThread / 10 * 8);
+  EXPECT_EQ(table.Count(), uint64_t{kThreads} * kPerThread / 10);
+  // Every record has its own number.
+  std::vector<LiveRecord> records = CopyAll(table);
+  std::vector<uint64_t> numbers;
+  for (const LiveRecord& r : records) numbers.push_back(r.birth_sequence);
+  std::sort(numbers.begin(), numbers.end());
+  EXPECT_EQ(std::adjacent_find(numbers.begin(), numbers.end()), numbers.end());
+}
+
+// What makes exact diffs exact: a snapshot starts a new generation while it
+// holds the table locks; every record inserted after it is numbered at or
+// above the number it read, even by a thread that still had numbers left
+// in its block, and every record before it below.
+TEST(LiveTableTest, RecordsAfterASnapshotAreNumberedAfterIt) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  std::atomic<bool> stop{false};
+  std::atomic<int> rounds{0};
+  std::thread other([&] {
+    for (uintptr_t i = 1; !stop.load(); ++i) {
+      table.Insert(MakeRecord((uintptr_t{1} << 40) + i * 16, 8), sequence);
+      table.Remove((uintptr_t{1} << 40) + i * 16);
+    }
+  });
+  for (int round = 0; round < 200; ++round) {
+    table.Insert(MakeRecord(0x1000 + round * 16, 8), sequence);
+    table.LockAll();
+    const uint64_t boundary = sequence.StartGeneration();
+    std::vector<LiveRecord> before(table.CountLocked());
+    before.resize(table.CopyLocked(before.data()));
+    table.UnlockAll();
+    for (const LiveRecord& r : before) EXPECT_LT(r.birth_sequence, boundary);
+    table.Insert(MakeRecord(0x100000 + round * 16, 8), sequence);
+    for (const LiveRecord& r : CopyAll(table)) {
+      if (r.address == 0x100000u + round * 16) {
+        EXPECT_GE(r.birth_sequence, boundary);
+      }
+    }
+    rounds.fetch_add(1);
+  }
+  stop.store(true);
+  other.join();
+  EXPECT_EQ(rounds.load(), 200);
+}
+
+}  // namespace
+}  // namespace retain::shim
+
+namespace retain::shim {
+namespace {
+
+// The budget the overhead issue sets: at most 40 bytes of shim memory per
+// live allocation (records, their index, free slots), at a million.
+TEST(LiveTableTest, AMillionRecordsCostAtMostFortyBytesEach) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  constexpr uintptr_t kCount = 1000000;
+  for (uintptr_t i = 1; i <= kCount; ++i) {
+    ASSERT_TRUE(table.Insert(MakeRecord(0x10000000 + i * 32, 24), sequence));
+  }
+  ASSERT_EQ(table.Count(), kCount);
+  const double per_record = static_cast<double>(table.MemoryBytes()) / kCount;
+  EXPECT_LE(per_record, 40.0);
+  EXPECT_GE(per_record, 32.0);  // the packed record itself
+  // Freed records' slots are reused, not added to.
+  const size_t before = table.MemoryBytes();
+  for (uintptr_t i = 1; i <= kCount / 2; ++i) ASSERT_TRUE(table.Remove(0x10000000 + i * 32));
+  for (uintptr_t i = 1; i <= kCount / 2; ++i) {
+    ASSERT_TRUE(table.Insert(MakeRecord(0x90000000 + i * 32, 24), sequence));
+  }
+  EXPECT_EQ(table.MemoryBytes(), before);
+}
+
+// Thread and birth time are kept through the birth sequence's block, to its
+// time unit, and survive Take/Restore (realloc that fails).
+TEST(LiveTableTest, ThreadAndTimeComeBackThroughTheBlock) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  LiveRecord record = MakeRecord(0x4000, 64);
+  record.thread_id = 4242;
+  record.birth_time_us = 123456789;
+  record.flags = 0x0203;
+  record.kind = Kind::kVulkanDevice;
+  record.attribution = 3;
+  record.tag_id = 77;
+  ASSERT_TRUE(table.Insert(record, sequence));
+  LiveRecord later = MakeRecord(0x5000, 8);
+  later.thread_id = 4242;
+  later.birth_time_us = 123456789 + 10 * 1000 * 1000;  // 10 s later, same block
+  ASSERT_TRUE(table.Insert(later, sequence));
+  const uint64_t unit = BirthSequence::kTimeUnitUs;
+  for (const LiveRecord& r : CopyAll(table)) {
+    EXPECT_EQ(r.thread_id, 4242u);
+    const uint64_t want = r.address == 0x4000 ? record.birth_time_us : later.birth_time_us;
+    EXPECT_LE(r.birth_time_us, want);
+    EXPECT_GT(r.birth_time_us + unit, want);
+  }
+  LiveRecord taken;
+  ASSERT_TRUE(table.Take(0x4000, &taken));
+  EXPECT_EQ(taken.thread_id, 4242u);
+  EXPECT_EQ(taken.flags, 0x0203);
+  EXPECT_EQ(taken.kind, Kind::kVulkanDevice);
+  EXPECT_EQ(taken.attribution, 3);
+  EXPECT_EQ(taken.tag_id, 77u);
+  EXPECT_EQ(taken.size, 64u);
+  table.Restore(taken);
+  bool found = false;
+  for (const LiveRecord& r : CopyAll(table)) {
+    if (r.address != 0x4000) continue;
+    found = true;
+    EXPECT_EQ(r.birth_sequence, taken.birth_sequence);
+    EXPECT_EQ(r.birth_time_us, taken.birth_time_us);
+    EXPECT_EQ(r.thread_id, 4242u);
+  }
+  EXPECT_TRUE(found);
+  // A record from another thread, or past the block's time window, starts
+  // a new block with its own thread and time.
+  LiveRecord other = MakeRecord(0x6000, 8);
+  other.thread_id = 99;
+  other.birth_time_us = 200000000000;  // hours later
+  ASSERT_TRUE(table.Insert(other, sequence));
+  for (const LiveRecord& r : CopyAll(table)) {
+    if (r.address != 0x6000) continue;
+    EXPECT_EQ(r.thread_id, 99u);
+    EXPECT_LE(r.birth_time_us, other.birth_time_us);
+    EXPECT_GT(r.birth_time_us + unit, other.birth_time_us);
+  }
+}
+
+}  // namespace
+}  // namespace retain::shim

@@ -1,0 +1,99 @@
+// Stack interning: one id per distinct stack, stable under threads.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "unwind/stack_table.h"
+
+namespace retain::shim {
+namespace {
+
+TEST(StackTableTest, IdenticalStacksShareAnId) {
+  uintptr_t a[] = {0x1000, 0x2000, 0x3000};
+  uintptr_t b[] = {0x1000, 0x2000, 0x3001};
+  uint32_t id_a = InternStack(a, 3, false);
+  uint32_t id_b = InternStack(b, 3, false);
+  ASSERT_NE(id_a, 0u);
+  ASSERT_NE(id_b, 0u);
+  EXPECT_NE(id_a, id_b);
+  EXPECT_EQ(InternStack(a, 3, false), id_a);
+  EXPECT_NE(InternStack(a, 2, false), id_a);  // a prefix is another stack
+  EXPECT_NE(InternStack(a, 3, true), id_a);   // so is a truncated one
+  const StackEntry* entry = FindStackById(id_a);
+  ASSERT_NE(entry, nullptr);
+  ASSERT_EQ(entry->depth, 3);
+  EXPECT_EQ(entry->frames[2], 0x3000u);
+  EXPECT_EQ(FindStackById(0), nullptr);
+}
+
+TEST(StackTableTest, ThreadsInterningTheSameStacksAgree) {
+  constexpr int kThreads = 4;
+  constexpr int kStacks = 20000;
+  std::vector<std::vector<uint32_t>> ids(kThreads, std::vector<uint32_t>(kStacks));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &ids] {
+      for (int i = 0; i < kStacks; ++i) {
+        uintptr_t frames[4] = {0x400000u + uintptr_t(i), 0x500000, 0x600000, uintptr_t(i) * 7};
+        ids[t][i] = InternStack(frames, 4, false);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::set<uint32_t> distinct;
+  for (int i = 0; i < kStacks; ++i) {
+    for (int t = 1; t < kThreads; ++t) ASSERT_EQ(ids[t][i], ids[0][i]);
+    distinct.insert(ids[0][i]);
+    const StackEntry* entry = FindStackById(ids[0][i]);
+    ASSERT_NE(entry, nullptr);
+    EXPECT_EQ(entry->frames[0], 0x400000u + uintptr_t(i));
+  }
+  EXPECT_EQ(distinct.size(), size_t{kStacks});
+  EXPECT_GE(StackCount(), uint32_t{kStacks});
+}
+
+}  // namespace
+}  // namespace retain::shim
+
+namespace retain::shim {
+namespace {
+
+// More distinct stacks than the hash -> id cache has slots: slots are
+// shared and overwritten, and every stack still gets its own id, the same
+// every time, whose entry holds exactly its frames.
+TEST(StackTableTest, ManyStacksThroughTheCacheKeepTheirIds) {
+  constexpr int kStacks = 200000;
+  std::vector<uint32_t> ids(kStacks);
+  auto frames_of = [](int i, uintptr_t* frames) {
+    for (int f = 0; f < 12; ++f) frames[f] = 0x400000 + uintptr_t(i) * 64 + uintptr_t(f) * 8;
+  };
+  std::set<uint32_t> distinct;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kStacks; ++i) {
+      uintptr_t frames[12];
+      frames_of(i, frames);
+      const uint32_t id = InternStack(frames, 12, false);
+      ASSERT_NE(id, 0u);
+      if (round == 0) {
+        ids[i] = id;
+        distinct.insert(id);
+      } else {
+        ASSERT_EQ(id, ids[i]) << i;
+      }
+    }
+  }
+  EXPECT_EQ(distinct.size(), size_t{kStacks});
+  for (int i = 0; i < kStacks; i += 997) {
+    uintptr_t frames[12];
+    frames_of(i, frames);
+    const StackEntry* entry = FindStackById(ids[i]);
+    ASSERT_NE(entry, nullptr);
+    ASSERT_EQ(entry->depth, 12);
+    for (int f = 0; f < 12; ++f) EXPECT_EQ(entry->frames[f], frames[f]);
+  }
+}
+
+}  // namespace
+}  // namespace retain::shim
