@@ -66,6 +66,14 @@ struct SymbolizerOptions {
   std::string sysroot;
 };
 
+// What the caches saved, for tests and benchmarks (bench/symbolizer_bench).
+struct SymbolizerStats {
+  uint64_t lookups = 0;           // Symbolize() calls
+  uint64_t address_misses = 0;    // addresses new to a snapshot's index
+  uint64_t dwarf_lookups = 0;     // module offsets looked up in DWARF: each once
+  uint64_t module_files_opened = 0;  // module files opened: each module once
+};
+
 class Symbolizer {
  public:
   explicit Symbolizer(SymbolizerOptions options = {});
@@ -84,6 +92,8 @@ class Symbolizer {
   // the call. E.g. "/usr/lib/libfoo.so: build-id differs from the snapshot's
   // (the file was replaced); showing module+offset".
   std::vector<std::string> TakeWarnings();
+
+  SymbolizerStats Stats() const;
 
  private:
   class Impl;
