@@ -26,12 +26,12 @@ ABSL_FLAG(std::string, max_snapshot_size, "1GiB",
 namespace {
 
 constexpr char kUsage[] = "usage: retain-dump [--top N] [--json] SNAPSHOT.pb | -";
-constexpr char kHelp[] =
+// --help: this, the flags (their help strings, FlagsHelp), then kHelpEnd.
+constexpr char kHelpStart[] =
     "Prints a retain snapshot: header, process memory, totals per kind, shim\n"
     "health and the stacks holding the most live bytes.\n"
-    "  --top N   stacks to list, largest live bytes first (default 10; 0: none)\n"
-    "  --json    print one JSON object instead of the text summary\n"
-    "  --max-snapshot-size SIZE   largest snapshot read (default 1GiB)\n"
+    "Flags:\n";
+constexpr char kHelpEnd[] =
     "SNAPSHOT.pb - reads the snapshot from standard input (a file or a pipe).\n"
     "Exit status: 0 printed, 2 usage error or unreadable snapshot.\n";
 
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   retain::tool::NormalizeDashedFlags(argc, argv);
   if (retain::tool::WantsHelp(argc, argv)) {
-    std::cout << kUsage << "\n" << kHelp;
+    std::cout << kUsage << "\n" << kHelpStart << retain::tool::FlagsHelp(__FILE__) << kHelpEnd;
     return 0;
   }
   if (absl::Status flags = retain::tool::CheckFlags(argc, argv); !flags.ok()) {

@@ -1,8 +1,11 @@
 // cli: see cli.h.
 #include "tools/lib/cli.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
@@ -10,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "tools/lib/input_file.h"
 #include "tools/lib/snapshot_reader.h"
 
@@ -63,6 +67,41 @@ absl::Status CheckFlags(int argc, char** argv) {
     }
   }
   return absl::OkStatus();
+}
+
+std::string FlagsHelp(absl::string_view defined_in) {
+  // absl's Filename() drops leading slashes (its default normalize_filename).
+  while (!defined_in.empty() && (defined_in.front() == '/' || defined_in.front() == '\\')) {
+    defined_in.remove_prefix(1);
+  }
+  std::vector<std::pair<std::string, std::string>> lines;  // "--name=default", help
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename() != defined_in) continue;
+    std::string left = absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}));
+    if (!flag->IsOfType<bool>()) {
+      const std::string value = flag->DefaultValue();
+      absl::StrAppend(&left, "=", value.empty() ? "..." : value);
+    }
+    lines.emplace_back(std::move(left), flag->Help());
+  }
+  std::sort(lines.begin(), lines.end());
+  size_t width = 0;
+  for (const auto& [left, help] : lines) width = std::max(width, left.size());
+  constexpr size_t kColumns = 100;
+  const size_t indent = 2 + width + 2;
+  std::string out;
+  for (const auto& [left, help] : lines) {
+    std::string line = absl::StrCat("  ", left, std::string(width - left.size(), ' '), " ");
+    for (absl::string_view word : absl::StrSplit(help, ' ', absl::SkipEmpty())) {
+      if (line.size() + 1 + word.size() > kColumns && line.size() > indent) {
+        absl::StrAppend(&out, line, "\n");
+        line = std::string(indent - 1, ' ');
+      }
+      absl::StrAppend(&line, " ", word);
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
 }
 
 void NormalizeDashedFlags(int argc, char** argv) {

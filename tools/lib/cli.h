@@ -1,6 +1,7 @@
 // cli: what every retain command-line tool shares: flag checking that keeps
 // the promise "exit 2 on a usage error" (absl exits 1 on a bad flag), --help
-// detection and human byte sizes on the command line.
+// detection and the flags' part of it, and human byte sizes on the command
+// line.
 #ifndef RETAIN_TOOLS_LIB_CLI_H_
 #define RETAIN_TOOLS_LIB_CLI_H_
 
@@ -16,6 +17,13 @@ namespace retain::tool {
 
 // True if argv asks for help (-h, --help, -help) before any "--".
 bool WantsHelp(int argc, char** argv);
+
+// The flags defined (ABSL_FLAG) in source file `defined_in` (pass __FILE__),
+// one per line, by name: "  --name=DEFAULT  help" with the name as users
+// type it (dashes), "--name" alone for a bool, "--name=..." for an empty
+// default; help wrapped to 100 columns. The flag's own help string is the
+// one text, so --help and the flags cannot disagree.
+std::string FlagsHelp(absl::string_view defined_in);
 
 // Rewrites "--fail-over" to "--fail_over" (and "--debug-dir=x" to
 // "--debug_dir=x") in place, up to a "--": absl names flags with

@@ -10,7 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "tools/lib/dump_format.h"
+#include "tools/lib/byte_size.h"
+#include "tools/lib/owned_allocations.h"
 #include "tools/lib/snapshot_reader.h"
 
 namespace retain::tool {
@@ -21,29 +22,7 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Rows keyed by owner key, in first-seen order of keys.
-class RowTable {
- public:
-  // A row groups every allocation whose owner has this key; under --by
-  // module or kind they may belong to different categories, and then the
-  // row belongs to none of them.
-  DiffRow& Get(const Owner& owner) {
-    auto [it, inserted] = index_.emplace(owner.key, rows_.size());
-    if (inserted) {
-      rows_.emplace_back();
-      rows_.back().owner = owner;
-    } else if (rows_[it->second].owner.category != owner.category) {
-      rows_[it->second].owner.category.clear();
-      rows_[it->second].owner.bounded = false;
-    }
-    return rows_[it->second];
-  }
-  std::vector<DiffRow> Take() { return std::move(rows_); }
-
- private:
-  absl::flat_hash_map<std::string, size_t> index_;
-  std::vector<DiffRow> rows_;
-};
+using RowTable = OwnerRows<DiffRow>;
 
 // Retained bytes per (owner, stack, kind, tag): each owner's example stack,
 // and the stack shares of the folded and pprof outputs.
@@ -170,37 +149,38 @@ void SortRows(std::vector<DiffRow>& rows) {
 }
 
 void Live(const v1::Snapshot& after, OwnerResolver& owners, RowTable& table, StackBytes& examples) {
-  for (const Allocation& a : FlattenAllocations(after)) {
-    const Owner& owner = owners.Resolve(after, a.stack_id, a.kind, a.tag_id);
+  ForEachOwnedAllocation(after, owners, [&](const Allocation& a, const Owner& owner) {
     DiffRow& row = table.Get(owner);
     row.retained_bytes += static_cast<int64_t>(a.size);
     row.retained_count += 1;
     examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, a.size);
-  }
+  });
 }
 
 void Exact(const v1::Snapshot& before, const v1::Snapshot& after, OwnerResolver& owners,
            RowTable& table, StackBytes& examples) {
   const uint64_t born_after = before.header().next_birth_sequence();
-  std::vector<Allocation> after_rows = FlattenAllocations(after);
+  const std::vector<Allocation> after_rows = FlattenAllocations(after);
   absl::flat_hash_set<std::pair<uint64_t, uint64_t>> still_live;
   still_live.reserve(after_rows.size());
-  for (const Allocation& a : after_rows) {
-    still_live.insert({a.address, a.birth_sequence});
-    if (a.birth_sequence < born_after) continue;
-    const Owner& owner = owners.Resolve(after, a.stack_id, a.kind, a.tag_id);
-    DiffRow& row = table.Get(owner);
-    row.retained_bytes += static_cast<int64_t>(a.size);
-    row.retained_count += 1;
-    examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, a.size);
-  }
-  for (const Allocation& a : FlattenAllocations(before)) {
-    if (still_live.contains({a.address, a.birth_sequence})) continue;
-    const Owner& owner = owners.Resolve(before, a.stack_id, a.kind, a.tag_id);
-    DiffRow& row = table.Get(owner);
-    row.released_bytes += static_cast<int64_t>(a.size);
-    row.released_count += 1;
-  }
+  for (const Allocation& a : after_rows) still_live.insert({a.address, a.birth_sequence});
+  ForEachOwnedAllocationIf(
+      after, after_rows, owners,
+      [&](const Allocation& a) { return a.birth_sequence >= born_after; },
+      [&](const Allocation& a, const Owner& owner) {
+        DiffRow& row = table.Get(owner);
+        row.retained_bytes += static_cast<int64_t>(a.size);
+        row.retained_count += 1;
+        examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, a.size);
+      });
+  ForEachOwnedAllocationIf(
+      before, FlattenAllocations(before), owners,
+      [&](const Allocation& a) { return !still_live.contains({a.address, a.birth_sequence}); },
+      [&](const Allocation& a, const Owner& owner) {
+        DiffRow& row = table.Get(owner);
+        row.released_bytes += static_cast<int64_t>(a.size);
+        row.released_count += 1;
+      });
 }
 
 void Aggregate(const v1::Snapshot& before, const v1::Snapshot& after, OwnerResolver& owners,
@@ -211,22 +191,20 @@ void Aggregate(const v1::Snapshot& before, const v1::Snapshot& after, OwnerResol
   };
   absl::flat_hash_map<std::string, Live> before_live;
   absl::flat_hash_map<std::string, Owner> before_owner;
-  for (const Allocation& a : FlattenAllocations(before)) {
-    const Owner& owner = owners.Resolve(before, a.stack_id, a.kind, a.tag_id);
+  ForEachOwnedAllocation(before, owners, [&](const Allocation& a, const Owner& owner) {
     Live& live = before_live[owner.key];
     live.bytes += static_cast<int64_t>(a.size);
     live.count += 1;
     before_owner.emplace(owner.key, owner);
-  }
+  });
   absl::flat_hash_map<std::string, Live> after_live;
-  for (const Allocation& a : FlattenAllocations(after)) {
-    const Owner& owner = owners.Resolve(after, a.stack_id, a.kind, a.tag_id);
+  ForEachOwnedAllocation(after, owners, [&](const Allocation& a, const Owner& owner) {
     Live& live = after_live[owner.key];
     live.bytes += static_cast<int64_t>(a.size);
     live.count += 1;
     table.Get(owner);
     examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, a.size);
-  }
+  });
   for (const auto& [key, owner] : before_owner) table.Get(owner);
   std::vector<DiffRow> rows = table.Take();
   for (DiffRow& row : rows) {

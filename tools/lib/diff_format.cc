@@ -10,7 +10,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "tools/lib/byte_size.h"
 #include "tools/lib/dump_format.h"
+#include "tools/lib/owned_allocations.h"
 #include "tools/lib/snapshot_reader.h"
 
 namespace retain::tool {
@@ -104,12 +106,6 @@ std::string VerdictDetail(const TrendFit& fit, absl::string_view unit) {
 }
 
 }  // namespace
-
-std::string SignedBytes(int64_t bytes) {
-  if (bytes == 0) return "0 B";
-  std::string magnitude = HumanBytes(static_cast<uint64_t>(std::llabs(bytes)));
-  return absl::StrCat(bytes > 0 ? "+" : "-", magnitude);
-}
 
 std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options) {
   const v1::Snapshot& after = *diff.after;
@@ -314,17 +310,18 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
 
 std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners) {
   std::string out;
-  for (const StackShare& share : diff.retained_stacks) {
-    if (share.bytes <= 0) continue;
-    const Owner& owner = owners.Resolve(*diff.after, share.stack_id, share.kind, share.tag_id);
-    std::vector<std::string> frames;
-    for (auto it = owner.frames.rbegin(); it != owner.frames.rend(); ++it) {
-      // ';' separates frames and ' ' ends the stack in the folded format.
-      frames.push_back(absl::StrReplaceAll(*it, {{";", ","}, {" ", "_"}}));
-    }
-    if (frames.empty()) frames.push_back("(no_stack)");
-    absl::StrAppend(&out, absl::StrJoin(frames, ";"), " ", share.bytes, "\n");
-  }
+  ForEachOwnedAllocationIf(
+      *diff.after, diff.retained_stacks, owners,
+      [](const StackShare& share) { return share.bytes > 0; },
+      [&](const StackShare& share, const Owner& owner) {
+        std::vector<std::string> frames;
+        for (auto it = owner.frames.rbegin(); it != owner.frames.rend(); ++it) {
+          // ';' separates frames and ' ' ends the stack in the folded format.
+          frames.push_back(absl::StrReplaceAll(*it, {{";", ","}, {" ", "_"}}));
+        }
+        if (frames.empty()) frames.push_back("(no_stack)");
+        absl::StrAppend(&out, absl::StrJoin(frames, ";"), " ", share.bytes, "\n");
+      });
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "tools/lib/byte_size.h"  // SignedBytes, for the callers
 #include "tools/lib/diff.h"
 #include "tools/lib/owner.h"
 #include "tools/lib/pprof_writer.h"
@@ -36,9 +37,6 @@ std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners);
 // retained_space/retained_objects (inuse_space/inuse_objects for one
 // snapshot), labels kind and request.
 ProfileSpec DiffProfile(const DiffResult& diff);
-
-// "+1.5 MiB", "-300 B", "0 B".
-std::string SignedBytes(int64_t bytes);
 
 }  // namespace retain::tool
 

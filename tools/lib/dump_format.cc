@@ -133,19 +133,6 @@ std::string ModuleIndex::FormatFrame(uint64_t address) const {
   return absl::StrCat(ModuleName(*module), "+", Hex(address - module->load_bias()));
 }
 
-std::string HumanBytes(uint64_t bytes) {
-  if (bytes < 1024) return absl::StrCat(bytes, " B");
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double value = static_cast<double>(bytes) / 1024.0;
-  size_t unit = 0;
-  // Switch units before rounding would print "1024.0".
-  while (value >= 1023.95 && unit + 1 < std::size(kUnits)) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
-}
-
 std::string JsonString(absl::string_view text) {
   std::string out = "\"";
   out.reserve(text.size() + 2);

@@ -1,6 +1,7 @@
 // dump_format: renders one snapshot as the human-readable summary and the
 // JSON object that retain-dump prints, plus the small formatting helpers the
-// other tools share (byte units, JSON strings, module+offset frames).
+// other tools share (JSON strings, module+offset frames; byte units are
+// byte_size.h).
 //
 // Thread-compatible: pure functions over a validated snapshot (one that
 // ReadSnapshotFile or ParseSnapshot accepted).
@@ -13,6 +14,7 @@
 
 #include "absl/strings/string_view.h"
 #include "retain.pb.h"
+#include "tools/lib/byte_size.h"  // HumanBytes, for the callers
 
 namespace retain::tool {
 
@@ -57,10 +59,6 @@ class ModuleIndex {
   };
   std::vector<Range> ranges_;
 };
-
-// "0 B", "512 B", "1.5 KiB", "126.0 MiB", "8.0 GiB": binary units with one
-// decimal, so columns stay narrow.
-std::string HumanBytes(uint64_t bytes);
 
 // `text` as a quoted JSON string: quotes, backslashes and control characters
 // escaped; bytes that are not valid UTF-8 become U+FFFD so the output always

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "tools/lib/byte_size.h"
 
 namespace retain::tool {
 namespace {
@@ -46,27 +46,14 @@ absl::Status OpenError(absl::string_view path, int error) {
   }
 }
 
-// "1.0 GiB": this file cannot use dump_format's HumanBytes (the fuzz
-// targets build the reader without it).
-std::string Size(uint64_t bytes) {
-  const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
-    value /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", value, kUnits[unit]);
-}
-
 std::string MaximumNote(uint64_t max_bytes, absl::string_view max_flag) {
-  return absl::StrCat(Size(max_bytes), max_flag.empty() ? "" : "; ", max_flag,
+  return absl::StrCat(HumanBytes(max_bytes), max_flag.empty() ? "" : "; ", max_flag,
                       max_flag.empty() ? "" : " raises it");
 }
 
 absl::Status TooLarge(absl::string_view name, uint64_t size, uint64_t max_bytes,
                       absl::string_view what, absl::string_view max_flag) {
-  return absl::InvalidArgumentError(absl::StrCat(name, ": ", size, " bytes (", Size(size),
+  return absl::InvalidArgumentError(absl::StrCat(name, ": ", size, " bytes (", HumanBytes(size),
                                                  ") is larger than the largest ", what, " read (",
                                                  MaximumNote(max_bytes, max_flag), ")"));
 }

@@ -116,17 +116,6 @@ v1::Snapshot ServerSnapshot() {
   return s;
 }
 
-TEST(HumanBytesTest, UsesBinaryUnitsWithOneDecimal) {
-  EXPECT_EQ(HumanBytes(0), "0 B");
-  EXPECT_EQ(HumanBytes(1023), "1023 B");
-  EXPECT_EQ(HumanBytes(1024), "1.0 KiB");
-  EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
-  EXPECT_EQ(HumanBytes(126ull << 20), "126.0 MiB");
-  EXPECT_EQ(HumanBytes((1ull << 20) - 1), "1.0 MiB");  // not "1024.0 KiB"
-  EXPECT_EQ(HumanBytes(8ull << 30), "8.0 GiB");
-  EXPECT_EQ(HumanBytes(UINT64_MAX), "16.0 EiB");
-}
-
 TEST(JsonStringTest, EscapesAndKeepsOutputValidUtf8) {
   EXPECT_EQ(JsonString("plain"), "\"plain\"");
   EXPECT_EQ(JsonString("a\"b\\c"), "\"a\\\"b\\\\c\"");
