@@ -453,37 +453,6 @@ void Drain(Connection* c) {
 
 // ---- Endpoints ---------------------------------------------------------------
 
-const char* KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kHeap:
-      return "heap";
-    case Kind::kMmapAnon:
-      return "mmap_anon";
-    case Kind::kMmapFile:
-      return "mmap_file";
-    case Kind::kGpuDriverHost:
-      return "gpu_driver_host";
-    case Kind::kHipDevice:
-      return "hip_device";
-    case Kind::kHipHost:
-      return "hip_host";
-    case Kind::kHipManaged:
-      return "hip_managed";
-    case Kind::kVulkanDevice:
-      return "vulkan_device";
-    case Kind::kCudaDevice:
-      return "cuda_device";
-    case Kind::kCudaHost:
-      return "cuda_host";
-    case Kind::kCudaManaged:
-      return "cuda_managed";
-    case Kind::kMetal:
-      return "metal";
-    default:
-      return "unspecified";
-  }
-}
-
 struct Stats {
   KindCounters counters[kKindCount];
   uint64_t requests;
