@@ -26,6 +26,7 @@
 #include "base/hook_table.h"
 #include "record/kinds.h"
 #include "record/live_table.h"
+#include "record/live_tables.h"
 #include "base/log.h"
 #include "record/mmap_table.h"
 #include "base/process_info.h"
@@ -463,18 +464,15 @@ struct Stats {
 
 void GatherStats(Stats* stats) {
   memset(stats, 0, sizeof(*stats));
-  HeapTable().SumCounters(stats->counters);
   MmapTable& maps = ProgramMappings();
   maps.Lock();
   for (int k = 0; k < kKindCount; ++k) stats->counters[k].Add(maps.counters(k));
   stats->dropped = maps.dropped();
   maps.Unlock();
-  stats->dropped += HeapTable().dropped();
-  for (int i = 0; i < kGpuApiCount; ++i) {
-    LiveTable& table = GpuTable(static_cast<GpuApi>(i));
+  ForEachLiveTable([&](LiveTable& table) {
     table.SumCounters(stats->counters);
     stats->dropped += table.dropped();
-  }
+  });
   stats->requests = TagCount();
   stats->requests_closed = ClosedTagCount();
   stats->arena_bytes = ArenaBytes();

@@ -318,19 +318,18 @@ bool CaptureTables(TableCapture& capture) {
         static_cast<MapRecord*>(MapScratchPages(sizeof(MapRecord) * capture.map_capacity));
     if (capture.heap == nullptr || capture.maps == nullptr) return false;
     maps.Lock();
-    for (int i = 0; i < kLiveTableCount; ++i) LiveTableAt(i).LockAll();
+    ForEachLiveTable([](LiveTable& table) { table.LockAll(); });
     size_t live_count = 0;
-    for (int i = 0; i < kLiveTableCount; ++i) live_count += LiveTableAt(i).CountLocked();
+    ForEachLiveTable([&](LiveTable& table) { live_count += table.CountLocked(); });
     bool fits = live_count <= capture.heap_capacity && maps.size() <= capture.map_capacity;
     if (fits) {
       capture.heap_count = 0;
       capture.missed_frees = 0;
-      for (int i = 0; i < kLiveTableCount; ++i) {
-        LiveTable& table = LiveTableAt(i);
+      ForEachLiveTable([&](LiveTable& table) {
         capture.heap_count += table.CopyLocked(capture.heap + capture.heap_count);
         table.SumCountersLocked(capture.counters);
         capture.missed_frees += table.missed_frees();
-      }
+      });
       capture.map_count = maps.Copy(capture.maps, capture.map_capacity);
       for (int k = 0; k < kKindCount; ++k) capture.counters[k].Add(maps.counters(k));
       // Read with every table locked: every record numbered below this is
@@ -344,7 +343,7 @@ bool CaptureTables(TableCapture& capture) {
       capture.requests_opened = TagCount();
       capture.requests_closed = ClosedTagCount();
     }
-    for (int i = kLiveTableCount - 1; i >= 0; --i) LiveTableAt(i).UnlockAll();
+    ForEachLiveTableReversed([](LiveTable& table) { table.UnlockAll(); });
     maps.Unlock();
     if (fits) return true;
   }
@@ -555,10 +554,10 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   health.UintField(2, ArenaCap());
   uint64_t dropped = mmap_dropped;
   uint64_t dropped_bytes = mmap_dropped_bytes;
-  for (int i = 0; i < kLiveTableCount; ++i) {
-    dropped += LiveTableAt(i).dropped();
-    dropped_bytes += LiveTableAt(i).dropped_bytes();
-  }
+  ForEachLiveTable([&](LiveTable& table) {
+    dropped += table.dropped();
+    dropped_bytes += table.dropped_bytes();
+  });
   health.BoolField(3, ArenaExhausted() || dropped > 0);
   health.UintField(4, dropped);
   health.UintField(5, UnwindFailures());
@@ -571,7 +570,7 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   health.UintField(12, dropped_bytes);
   health.UintField(13, capture.missed_frees);
   uint64_t live_table_bytes = 0;
-  for (int i = 0; i < kLiveTableCount; ++i) live_table_bytes += LiveTableAt(i).MemoryBytes();
+  ForEachLiveTable([&](LiveTable& table) { live_table_bytes += table.MemoryBytes(); });
   health.UintField(14, live_table_bytes);
   health.UintField(15, StackTableBytes());
   health.UintField(16, CfiFallbacks());
