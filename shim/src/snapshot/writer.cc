@@ -35,6 +35,7 @@
 #include "record/tag_table.h"
 #include "base/thread_state.h"
 #include "snapshot/wire_encoder.h"
+#include "proto/health_fields.h"
 
 namespace retain::shim {
 namespace {
@@ -550,40 +551,41 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture) {
   uint64_t unknown_unmaps = mappings.unknown_unmaps();
   mappings.Unlock();
   ProtoBuffer health;
-  health.UintField(1, ArenaBytes());
-  health.UintField(2, ArenaCap());
+  health.UintField(health_field::kArenaBytes, ArenaBytes());
+  health.UintField(health_field::kArenaCapBytes, ArenaCap());
   uint64_t dropped = mmap_dropped;
   uint64_t dropped_bytes = mmap_dropped_bytes;
   ForEachLiveTable([&](LiveTable& table) {
     dropped += table.dropped();
     dropped_bytes += table.dropped_bytes();
   });
-  health.BoolField(3, ArenaExhausted() || dropped > 0);
-  health.UintField(4, dropped);
-  health.UintField(5, UnwindFailures());
-  health.UintField(6, ReentriesSkipped());
-  health.UintField(7, UnknownFrees() + unknown_unmaps + UnknownGpuFrees());
-  health.UintField(8, BootstrapBytes());
-  health.UintField(9, StackCount());
-  health.UintField(10, FramePointerFallbacks());
-  health.UintField(11, g_previous_write_us);
-  health.UintField(12, dropped_bytes);
-  health.UintField(13, capture.missed_frees);
+  health.BoolField(health_field::kDegraded, ArenaExhausted() || dropped > 0);
+  health.UintField(health_field::kDroppedRecords, dropped);
+  health.UintField(health_field::kUnwindFailures, UnwindFailures());
+  health.UintField(health_field::kReentriesSkipped, ReentriesSkipped());
+  health.UintField(health_field::kUnknownFrees,
+                   UnknownFrees() + unknown_unmaps + UnknownGpuFrees());
+  health.UintField(health_field::kBootstrapBytes, BootstrapBytes());
+  health.UintField(health_field::kStacksInterned, StackCount());
+  health.UintField(health_field::kFpFallbacks, FramePointerFallbacks());
+  health.UintField(health_field::kPreviousWriteUs, g_previous_write_us);
+  health.UintField(health_field::kDroppedBytes, dropped_bytes);
+  health.UintField(health_field::kMissedFrees, capture.missed_frees);
   uint64_t live_table_bytes = 0;
   ForEachLiveTable([&](LiveTable& table) { live_table_bytes += table.MemoryBytes(); });
-  health.UintField(14, live_table_bytes);
-  health.UintField(15, StackTableBytes());
-  health.UintField(16, CfiFallbacks());
-  health.UintField(17, LibunwindValidations());
+  health.UintField(health_field::kLiveTableBytes, live_table_bytes);
+  health.UintField(health_field::kStackTableBytes, StackTableBytes());
+  health.UintField(health_field::kCfiFallbacks, CfiFallbacks());
+  health.UintField(health_field::kLibunwindValidations, LibunwindValidations());
   const TagTableStats tags = GetTagTableStats();
-  health.UintField(18, tags.bytes);
-  health.UintField(19, tags.retained);
-  health.UintField(20, tags.released);
-  health.UintField(21, tags.released_unreported);
-  health.UintField(22, DroppedHeapLiveBytes());
-  health.UintField(23, DroppedHeapLiveCount());
-  health.UintField(24, g_failed_snapshots);
-  if (g_failed_snapshots != 0) health.StringField(25, g_last_failure);
+  health.UintField(health_field::kTagTableBytes, tags.bytes);
+  health.UintField(health_field::kTagsRetained, tags.retained);
+  health.UintField(health_field::kTagsReleased, tags.released);
+  health.UintField(health_field::kTagsReleasedUnreported, tags.released_unreported);
+  health.UintField(health_field::kDroppedLiveBytes, DroppedHeapLiveBytes());
+  health.UintField(health_field::kDroppedLiveCount, DroppedHeapLiveCount());
+  health.UintField(health_field::kFailedSnapshots, g_failed_snapshots);
+  if (g_failed_snapshots != 0) health.StringField(health_field::kLastFailure, g_last_failure);
   out.MessageField(8, health);
 }
 
