@@ -16,19 +16,19 @@
 #ifndef RETAIN_PROTO_KINDS_H_
 #define RETAIN_PROTO_KINDS_H_
 
-#define RETAIN_FOR_EACH_KIND(X)                                   \
-  X(kUnspecified, KIND_UNSPECIFIED, 0, "unspecified")             \
-  X(kHeap, KIND_HEAP, 1, "heap")                                  \
-  X(kMmapAnon, KIND_MMAP_ANON, 2, "mmap-anon")                    \
-  X(kMmapFile, KIND_MMAP_FILE, 3, "mmap-file")                    \
-  X(kGpuDriverHost, KIND_GPU_DRIVER_HOST, 4, "gpu-driver-host")   \
-  X(kHipDevice, KIND_HIP_DEVICE, 10, "hip-device")                \
-  X(kHipHost, KIND_HIP_HOST, 11, "hip-host")                      \
-  X(kHipManaged, KIND_HIP_MANAGED, 12, "hip-managed")             \
-  X(kVulkanDevice, KIND_VULKAN_DEVICE, 20, "vulkan-device")       \
-  X(kCudaDevice, KIND_CUDA_DEVICE, 30, "cuda-device")             \
-  X(kCudaHost, KIND_CUDA_HOST, 31, "cuda-host")                   \
-  X(kCudaManaged, KIND_CUDA_MANAGED, 32, "cuda-managed")          \
+#define RETAIN_FOR_EACH_KIND(X)                                 \
+  X(kUnspecified, KIND_UNSPECIFIED, 0, "unspecified")           \
+  X(kHeap, KIND_HEAP, 1, "heap")                                \
+  X(kMmapAnon, KIND_MMAP_ANON, 2, "mmap-anon")                  \
+  X(kMmapFile, KIND_MMAP_FILE, 3, "mmap-file")                  \
+  X(kGpuDriverHost, KIND_GPU_DRIVER_HOST, 4, "gpu-driver-host") \
+  X(kHipDevice, KIND_HIP_DEVICE, 10, "hip-device")              \
+  X(kHipHost, KIND_HIP_HOST, 11, "hip-host")                    \
+  X(kHipManaged, KIND_HIP_MANAGED, 12, "hip-managed")           \
+  X(kVulkanDevice, KIND_VULKAN_DEVICE, 20, "vulkan-device")     \
+  X(kCudaDevice, KIND_CUDA_DEVICE, 30, "cuda-device")           \
+  X(kCudaHost, KIND_CUDA_HOST, 31, "cuda-host")                 \
+  X(kCudaManaged, KIND_CUDA_MANAGED, 32, "cuda-managed")        \
   X(kMetal, KIND_METAL, 40, "metal")
 
 namespace retain::kinds {

@@ -51,8 +51,8 @@ static_assert(shim_cuda::kCudartSuccess == ::cudaSuccess);
 static_assert(shim_cuda::kCudartErrorInitialization == ::cudaErrorInitializationError);
 
 static_assert(std::is_same_v<shim_cuda::CUdeviceptr, ::CUdeviceptr>);
-static_assert(std::is_same_v<shim_cuda::CUmemGenericAllocationHandle,
-                             ::CUmemGenericAllocationHandle>);
+static_assert(
+    std::is_same_v<shim_cuda::CUmemGenericAllocationHandle, ::CUmemGenericAllocationHandle>);
 static_assert(std::is_same_v<shim_cuda::cuuint64_t, ::cuuint64_t>);
 static_assert(sizeof(shim_cuda::CUstream) == sizeof(::CUstream));
 static_assert(sizeof(shim_cuda::CUmemoryPool) == sizeof(::CUmemoryPool));
@@ -84,7 +84,7 @@ TEST(CudaApiTest, AliasesAreThePtszVariantsAndProcNamesTheBaseNames) {
   };
 #define RETAIN_CHECK_CUDART(entry, name, alias, impl, params, args) check_alias(#name, alias);
 #define RETAIN_CHECK_CUDA_DRIVER(entry, name, alias, proc_name, min_version, impl, params, args) \
-  check_alias(#name, alias);                                                                    \
+  check_alias(#name, alias);                                                                     \
   EXPECT_EQ(std::string(#name).rfind(proc_name, 0), 0u) << #name;
   RETAIN_FOR_EACH_CUDART_HOOK(RETAIN_CHECK_CUDART)
   RETAIN_FOR_EACH_CUDA_DRIVER_HOOK(RETAIN_CHECK_CUDA_DRIVER)

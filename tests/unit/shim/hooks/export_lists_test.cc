@@ -32,9 +32,8 @@ std::set<std::string> ReadList(const std::string& file) {
 }
 
 TEST(ExportListsTest, HostListIsTheHookTableAndThePublicApi) {
-  std::set<std::string> expected = {"retain_snapshot", "retain_request_begin",
-                                    "retain_request_end", "retain_request_adopt",
-                                    "retain_request_release"};
+  std::set<std::string> expected = {"retain_snapshot", "retain_request_begin", "retain_request_end",
+                                    "retain_request_adopt", "retain_request_release"};
 #define RETAIN_NAME_HOOK(name) expected.insert(#name);
   RETAIN_FOR_EACH_HOOK(RETAIN_NAME_HOOK)
 #undef RETAIN_NAME_HOOK

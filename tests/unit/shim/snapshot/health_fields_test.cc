@@ -1,8 +1,9 @@
 // health_fields_test: the ShimHealth field numbers the shim's writer uses
 // (proto/health_fields.h) are proto/retain.proto's, and it names every field.
+#include "proto/health_fields.h"
+
 #include <gtest/gtest.h>
 
-#include "proto/health_fields.h"
 #include "retain.pb.h"
 
 namespace retain {
@@ -18,9 +19,9 @@ RETAIN_FOR_EACH_HEALTH_FIELD(RETAIN_CHECK_HEALTH_CONSTANT)
 TEST(HealthFieldsTest, EveryRowIsAFieldOfShimHealthAndEveryFieldARow) {
   const google::protobuf::Descriptor* health = v1::ShimHealth::descriptor();
   int rows = 0;
-#define RETAIN_CHECK_HEALTH_ROW(Name, field, number)                      \
-  ++rows;                                                                 \
-  ASSERT_NE(health->FindFieldByName(#field), nullptr) << #field;          \
+#define RETAIN_CHECK_HEALTH_ROW(Name, field, number)             \
+  ++rows;                                                        \
+  ASSERT_NE(health->FindFieldByName(#field), nullptr) << #field; \
   EXPECT_EQ(health->FindFieldByName(#field)->number(), number) << #field;
   RETAIN_FOR_EACH_HEALTH_FIELD(RETAIN_CHECK_HEALTH_ROW)
 #undef RETAIN_CHECK_HEALTH_ROW
