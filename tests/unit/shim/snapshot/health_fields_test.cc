@@ -19,10 +19,10 @@ RETAIN_FOR_EACH_HEALTH_FIELD(RETAIN_CHECK_HEALTH_CONSTANT)
 TEST(HealthFieldsTest, EveryRowIsAFieldOfShimHealthAndEveryFieldARow) {
   const google::protobuf::Descriptor* health = v1::ShimHealth::descriptor();
   int rows = 0;
-#define RETAIN_CHECK_HEALTH_ROW(Name, field, number)             \
+#define RETAIN_CHECK_HEALTH_ROW(Name, field, field_number)       \
   ++rows;                                                        \
   ASSERT_NE(health->FindFieldByName(#field), nullptr) << #field; \
-  EXPECT_EQ(health->FindFieldByName(#field)->number(), number) << #field;
+  EXPECT_EQ(health->FindFieldByName(#field)->number(), field_number) << #field;
   RETAIN_FOR_EACH_HEALTH_FIELD(RETAIN_CHECK_HEALTH_ROW)
 #undef RETAIN_CHECK_HEALTH_ROW
   EXPECT_EQ(rows, health->field_count());
