@@ -2,7 +2,8 @@
 // (shim/src/net/control_request.h).
 //
 // Input: the bytes a client sent. The target finds the head, parses it and
-// looks values up in its query, the way net/control_server.cc does, and checks
+// looks values up in its query, the way the control endpoint does
+// (net/control_server.cc, net/control_endpoints.cc), and checks
 // that every pointer handed back lies inside the bytes (AddressSanitizer
 // catches any read past them: libFuzzer's buffer is exactly the input), that
 // a parsed head is well formed, and that parsing is a function of the bytes.

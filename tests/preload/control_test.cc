@@ -122,7 +122,8 @@ TEST_F(ControlUnixTest, StatsReportTheHeapLiveBytes) {
   uint64_t heap = std::stoull(r.body.substr(at + 16));
   EXPECT_GE(heap, 400000u) << r.body;  // the fixture's four 100000-byte blocks
   EXPECT_LT(heap, 400000u + (1u << 20)) << r.body;
-  for (const char* key : {"\"requests\":0", "\"arena_bytes\":", "\"dropped_records\":0"}) {
+  for (const char* key : {"\"mmap-anon\":{\"bytes\":", "\"mmap-file\":{\"bytes\":",
+                          "\"requests\":0", "\"arena_bytes\":", "\"dropped_records\":0"}) {
     EXPECT_NE(r.body.find(key), std::string::npos) << key << " in " << r.body;
   }
 }
@@ -134,7 +135,10 @@ TEST_F(ControlUnixTest, MetricsAreInPrometheusTextFormat) {
   size_t at = r.body.find(heap_line);
   ASSERT_NE(at, std::string::npos) << r.body;
   EXPECT_GE(std::stoull(r.body.substr(at + heap_line.size())), 400000u) << r.body;
+  // Kind names are the tools' (proto/kinds.h): mmap-anon, not mmap_anon.
   for (const char* line : {"# TYPE retain_live_bytes gauge\n", "\nretain_requests_total 0\n",
+                           "\nretain_live_bytes{kind=\"mmap-anon\"} ",
+                           "\nretain_live_allocations{kind=\"mmap-file\"} ",
                            "\nretain_arena_bytes ", "\nretain_dropped_records_total 0\n"}) {
     EXPECT_NE(r.body.find(line), std::string::npos) << line << " in " << r.body;
   }

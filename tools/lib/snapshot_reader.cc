@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/kinds.h"
 #include "tools/lib/input_file.h"
 
 namespace retain::tool {
@@ -418,38 +419,16 @@ size_t Utf8SequenceLength(absl::string_view text, size_t i) {
   return length;
 }
 
+// proto/kinds.h's numbers are the generated enum's.
+#define RETAIN_CHECK_KIND(shim, proto, value, name) \
+  static_assert(v1::proto == (value), #proto " in proto/kinds.h");
+RETAIN_FOR_EACH_KIND(RETAIN_CHECK_KIND)
+#undef RETAIN_CHECK_KIND
+
 std::string KindName(v1::Kind kind) {
-  switch (kind) {
-    case v1::KIND_UNSPECIFIED:
-      return "unspecified";
-    case v1::KIND_HEAP:
-      return "heap";
-    case v1::KIND_MMAP_ANON:
-      return "mmap-anon";
-    case v1::KIND_MMAP_FILE:
-      return "mmap-file";
-    case v1::KIND_GPU_DRIVER_HOST:
-      return "gpu-driver-host";
-    case v1::KIND_HIP_DEVICE:
-      return "hip-device";
-    case v1::KIND_HIP_HOST:
-      return "hip-host";
-    case v1::KIND_HIP_MANAGED:
-      return "hip-managed";
-    case v1::KIND_VULKAN_DEVICE:
-      return "vulkan-device";
-    case v1::KIND_CUDA_DEVICE:
-      return "cuda-device";
-    case v1::KIND_CUDA_HOST:
-      return "cuda-host";
-    case v1::KIND_CUDA_MANAGED:
-      return "cuda-managed";
-    case v1::KIND_METAL:
-      return "metal";
-    default:
-      // Open enum: a newer shim may write kinds this build does not know.
-      return absl::StrCat("kind-", static_cast<int>(kind));
-  }
+  if (const char* name = kinds::NameOf(static_cast<int>(kind))) return name;
+  // Open enum: a newer shim may write kinds this build does not know.
+  return absl::StrCat("kind-", static_cast<int>(kind));
 }
 
 }  // namespace retain::tool

@@ -106,7 +106,7 @@ const v1::Stack* FindStack(const v1::Snapshot& snapshot, uint32_t id);
 // bytes that were not (raw paths, argv) are replaced with U+FFFD.
 size_t Utf8SequenceLength(absl::string_view text, size_t i);
 
-// Human-readable name of a kind: "heap", "mmap-anon", "mmap-file",
+// Human-readable name of a kind (proto/kinds.h): "heap", "mmap-anon", "mmap-file",
 // "hip-device", ... ("unspecified" for 0, "kind-N" for unknown values).
 std::string KindName(v1::Kind kind);
 

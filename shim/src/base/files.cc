@@ -44,25 +44,18 @@ int OpenShimFile(const char* path, int flags, unsigned int mode) {
 }
 
 bool WriteAllToShimFile(int handle, const void* data, size_t size) {
-  auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n;
-    {
-      // One write per hold: the lock is shared with the host's
-      // close_range and dup2 hooks.
-      ShimFdUse use(handle);
-      if (use.fd() < 0) {
-        errno = EBADF;
-        return false;
-      }
-      n = syscall(SYS_write, use.fd(), p, size < kWriteChunk ? size : kWriteChunk);
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
+  return WriteAll(
+      [handle](const char* p, size_t left) -> ssize_t {
+        // One write per hold: the lock is shared with the host's
+        // close_range and dup2 hooks.
+        ShimFdUse use(handle);
+        if (use.fd() < 0) {
+          errno = EBADF;
+          return -1;
+        }
+        return syscall(SYS_write, use.fd(), p, left < kWriteChunk ? left : kWriteChunk);
+      },
+      data, size);
 }
 
 void CloseShimFile(int handle) { ShimFdClose(handle); }

@@ -5,11 +5,30 @@
 #ifndef RETAIN_SHIM_SRC_BASE_FILES_H_
 #define RETAIN_SHIM_SRC_BASE_FILES_H_
 
+#include <errno.h>
 #include <sys/types.h>
 
 #include <cstddef>
 
 namespace retain::shim {
+
+// The shim's one write loop: calls `write_once(pointer, size)` (a write(2)
+// of at most `size` bytes from `pointer`: its count, or -1 with errno) until
+// all of `data` is written. EINTR is retried; an error or a zero count ends
+// it with false (errno as the last call left it). Async-signal-safe when
+// `write_once` is; allocates nothing.
+template <typename WriteOnce>
+bool WriteAll(WriteOnce write_once, const void* data, size_t size) {
+  auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write_once(p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
 
 // Reads up to size-1 bytes of `path` into `buffer` and NUL-terminates.
 // Returns the byte count, or -1.

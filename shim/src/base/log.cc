@@ -37,12 +37,8 @@ int FormatLine(char (&line)[512], const char* format, va_list args) {
 }
 
 void WriteToStderr(const char* line, int length) {
-  for (int done = 0; done < length;) {
-    ssize_t w = syscall(SYS_write, 2, line + done, length - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += static_cast<int>(w);
-  }
+  WriteAll([](const char* p, size_t left) -> ssize_t { return syscall(SYS_write, 2, p, left); },
+           line, static_cast<size_t>(length));
 }
 
 void WriteToLog(const char* line, int length) {

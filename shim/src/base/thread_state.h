@@ -59,7 +59,8 @@ extern __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
 // The calling thread's kernel id, cached after the first call.
 uint32_t CurrentThreadId();
 
-// RAII form of the re-entry guard for shim code that is not a hook.
+// The re-entry guard, RAII: held by every recorded hook call (record/hook_shape.h)
+// and by shim code that is not a hook, so what runs inside passes through.
 class BusyScope {
  public:
   BusyScope() { ++g_thread.busy; }

@@ -67,65 +67,20 @@ struct EntryInfo {
   void* (*wrapper_at)(int slot);
 };
 
-#define RETAIN_CUDA_WRAPPERS(impl, entry) &Wrappers<&cuda_impl::impl>::At<static_cast<int>(entry)>
-
-// In CudaEntry order (checked below).
+// One row per entry of gpu/cuda_api.h's lists, in CudaEntry order.
 constexpr EntryInfo kEntries[] = {
-    {CudaEntry::kCudaMalloc, "cudaMalloc", nullptr, nullptr, 0,
-     RETAIN_CUDA_WRAPPERS(Malloc, CudaEntry::kCudaMalloc)},
-    {CudaEntry::kCudaFree, "cudaFree", nullptr, nullptr, 0,
-     RETAIN_CUDA_WRAPPERS(Free, CudaEntry::kCudaFree)},
-    {CudaEntry::kCudaMallocHost, "cudaMallocHost", nullptr, nullptr, 0,
-     RETAIN_CUDA_WRAPPERS(MallocHost, CudaEntry::kCudaMallocHost)},
-    {CudaEntry::kCudaHostAlloc, "cudaHostAlloc", nullptr, nullptr, 0,
-     RETAIN_CUDA_WRAPPERS(HostAlloc, CudaEntry::kCudaHostAlloc)},
-    {CudaEntry::kCudaFreeHost, "cudaFreeHost", nullptr, nullptr, 0,
-     RETAIN_CUDA_WRAPPERS(FreeHost, CudaEntry::kCudaFreeHost)},
-    {CudaEntry::kCudaMallocManaged, "cudaMallocManaged", nullptr, nullptr, 0,
-     RETAIN_CUDA_WRAPPERS(MallocManaged, CudaEntry::kCudaMallocManaged)},
-    {CudaEntry::kCudaMallocAsync, "cudaMallocAsync", "cudaMallocAsync_ptsz", nullptr, 0,
-     RETAIN_CUDA_WRAPPERS(MallocAsync, CudaEntry::kCudaMallocAsync)},
-    {CudaEntry::kCudaFreeAsync, "cudaFreeAsync", "cudaFreeAsync_ptsz", nullptr, 0,
-     RETAIN_CUDA_WRAPPERS(FreeAsync, CudaEntry::kCudaFreeAsync)},
-    {CudaEntry::kCudaMallocPitch, "cudaMallocPitch", nullptr, nullptr, 0,
-     RETAIN_CUDA_WRAPPERS(MallocPitch, CudaEntry::kCudaMallocPitch)},
-    {CudaEntry::kCudaMallocFromPoolAsync, "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync_ptsz",
-     nullptr, 0, RETAIN_CUDA_WRAPPERS(MallocFromPoolAsync, CudaEntry::kCudaMallocFromPoolAsync)},
-    {CudaEntry::kCuMemAlloc, "cuMemAlloc_v2", nullptr, "cuMemAlloc", 3020,
-     RETAIN_CUDA_WRAPPERS(MemAlloc, CudaEntry::kCuMemAlloc)},
-    {CudaEntry::kCuMemFree, "cuMemFree_v2", nullptr, "cuMemFree", 3020,
-     RETAIN_CUDA_WRAPPERS(MemFree, CudaEntry::kCuMemFree)},
-    {CudaEntry::kCuMemAllocHost, "cuMemAllocHost_v2", nullptr, "cuMemAllocHost", 3020,
-     RETAIN_CUDA_WRAPPERS(MemAllocHost, CudaEntry::kCuMemAllocHost)},
-    {CudaEntry::kCuMemHostAlloc, "cuMemHostAlloc", nullptr, "cuMemHostAlloc", 0,
-     RETAIN_CUDA_WRAPPERS(MemHostAlloc, CudaEntry::kCuMemHostAlloc)},
-    {CudaEntry::kCuMemFreeHost, "cuMemFreeHost", nullptr, "cuMemFreeHost", 0,
-     RETAIN_CUDA_WRAPPERS(MemFreeHost, CudaEntry::kCuMemFreeHost)},
-    {CudaEntry::kCuMemAllocManaged, "cuMemAllocManaged", nullptr, "cuMemAllocManaged", 0,
-     RETAIN_CUDA_WRAPPERS(MemAllocManaged, CudaEntry::kCuMemAllocManaged)},
-    {CudaEntry::kCuMemCreate, "cuMemCreate", nullptr, "cuMemCreate", 0,
-     RETAIN_CUDA_WRAPPERS(MemCreate, CudaEntry::kCuMemCreate)},
-    {CudaEntry::kCuMemRelease, "cuMemRelease", nullptr, "cuMemRelease", 0,
-     RETAIN_CUDA_WRAPPERS(MemRelease, CudaEntry::kCuMemRelease)},
-    {CudaEntry::kCuMemMap, "cuMemMap", nullptr, "cuMemMap", 0,
-     RETAIN_CUDA_WRAPPERS(MemMap, CudaEntry::kCuMemMap)},
-    {CudaEntry::kCuMemUnmap, "cuMemUnmap", nullptr, "cuMemUnmap", 0,
-     RETAIN_CUDA_WRAPPERS(MemUnmap, CudaEntry::kCuMemUnmap)},
-    {CudaEntry::kCuMemAllocAsync, "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocAsync", 0,
-     RETAIN_CUDA_WRAPPERS(MemAllocAsync, CudaEntry::kCuMemAllocAsync)},
-    {CudaEntry::kCuMemFreeAsync, "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemFreeAsync", 0,
-     RETAIN_CUDA_WRAPPERS(MemFreeAsync, CudaEntry::kCuMemFreeAsync)},
-    {CudaEntry::kCuMemAllocPitch, "cuMemAllocPitch_v2", nullptr, "cuMemAllocPitch", 3020,
-     RETAIN_CUDA_WRAPPERS(MemAllocPitch, CudaEntry::kCuMemAllocPitch)},
-    {CudaEntry::kCuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
-     "cuMemAllocFromPoolAsync", 0,
-     RETAIN_CUDA_WRAPPERS(MemAllocFromPoolAsync, CudaEntry::kCuMemAllocFromPoolAsync)},
-    {CudaEntry::kCuGetProcAddress, "cuGetProcAddress", nullptr, "cuGetProcAddress", 11030,
-     RETAIN_CUDA_WRAPPERS(GetProcAddress, CudaEntry::kCuGetProcAddress)},
-    {CudaEntry::kCuGetProcAddressV2, "cuGetProcAddress_v2", nullptr, "cuGetProcAddress", 12000,
-     RETAIN_CUDA_WRAPPERS(GetProcAddressV2, CudaEntry::kCuGetProcAddressV2)},
+#define RETAIN_CUDART_ENTRY_INFO(entry, name, alias, impl, params, args) \
+  {CudaEntry::entry, #name, alias, nullptr, 0,                           \
+   &Wrappers<&cuda_impl::impl>::At<static_cast<int>(CudaEntry::entry)>},
+#define RETAIN_CUDA_DRIVER_ENTRY_INFO(entry, name, alias, proc_name, min_version, impl, params, \
+                                      args)                                                     \
+  {CudaEntry::entry, #name, alias, proc_name, min_version,                                     \
+   &Wrappers<&cuda_impl::impl>::At<static_cast<int>(CudaEntry::entry)>},
+    RETAIN_FOR_EACH_CUDART_HOOK(RETAIN_CUDART_ENTRY_INFO)
+        RETAIN_FOR_EACH_CUDA_DRIVER_HOOK(RETAIN_CUDA_DRIVER_ENTRY_INFO)
+#undef RETAIN_CUDART_ENTRY_INFO
+#undef RETAIN_CUDA_DRIVER_ENTRY_INFO
 };
-#undef RETAIN_CUDA_WRAPPERS
 
 constexpr bool EntriesInOrder() {
   int i = 0;
@@ -268,135 +223,135 @@ void* CudaExportedReal(CudaEntry entry) {
 
 namespace cuda_impl {
 
-cudaError_t Malloc(CudaMallocFn real, void** dev_ptr, size_t size) {
+cudaError_t Malloc(cudaMalloc_fn real, void** dev_ptr, size_t size) {
   return Allocate<cudaError_t>([&] { return real(dev_ptr, size); }, dev_ptr, size,
                                Kind::kCudaDevice, 0);
 }
 
-cudaError_t Free(CudaFreeFn real, void* dev_ptr) {
+cudaError_t Free(cudaFree_fn real, void* dev_ptr) {
   return Release<cudaError_t>([&] { return real(dev_ptr); }, Key(dev_ptr));
 }
 
-cudaError_t MallocHost(CudaMallocHostFn real, void** ptr, size_t size) {
+cudaError_t MallocHost(cudaMallocHost_fn real, void** ptr, size_t size) {
   return Allocate<cudaError_t>([&] { return real(ptr, size); }, ptr, size, Kind::kCudaHost, 0);
 }
 
-cudaError_t HostAlloc(CudaHostAllocFn real, void** host, size_t size, unsigned int flags) {
+cudaError_t HostAlloc(cudaHostAlloc_fn real, void** host, size_t size, unsigned int flags) {
   return Allocate<cudaError_t>([&] { return real(host, size, flags); }, host, size, Kind::kCudaHost,
                                flags);
 }
 
-cudaError_t FreeHost(CudaFreeHostFn real, void* ptr) {
+cudaError_t FreeHost(cudaFreeHost_fn real, void* ptr) {
   return Release<cudaError_t>([&] { return real(ptr); }, Key(ptr));
 }
 
-cudaError_t MallocManaged(CudaMallocManagedFn real, void** dev_ptr, size_t size,
+cudaError_t MallocManaged(cudaMallocManaged_fn real, void** dev_ptr, size_t size,
                           unsigned int flags) {
   return Allocate<cudaError_t>([&] { return real(dev_ptr, size, flags); }, dev_ptr, size,
                                Kind::kCudaManaged, 0);
 }
 
-cudaError_t MallocAsync(CudaMallocAsyncFn real, void** dev_ptr, size_t size, cudaStream_t stream) {
+cudaError_t MallocAsync(cudaMallocAsync_fn real, void** dev_ptr, size_t size, cudaStream_t stream) {
   return Allocate<cudaError_t>([&] { return real(dev_ptr, size, stream); }, dev_ptr, size,
                                Kind::kCudaDevice, 0);
 }
 
-cudaError_t FreeAsync(CudaFreeAsyncFn real, void* dev_ptr, cudaStream_t stream) {
+cudaError_t FreeAsync(cudaFreeAsync_fn real, void* dev_ptr, cudaStream_t stream) {
   return Release<cudaError_t>([&] { return real(dev_ptr, stream); }, Key(dev_ptr));
 }
 
-cudaError_t MallocPitch(CudaMallocPitchFn real, void** dev_ptr, size_t* pitch, size_t width,
+cudaError_t MallocPitch(cudaMallocPitch_fn real, void** dev_ptr, size_t* pitch, size_t width,
                         size_t height) {
   return Allocate<cudaError_t>([&] { return real(dev_ptr, pitch, width, height); }, dev_ptr,
                                [&] { return PitchedBytes(pitch, height); }, Kind::kCudaDevice, 0);
 }
 
-cudaError_t MallocFromPoolAsync(CudaMallocFromPoolAsyncFn real, void** ptr, size_t size,
+cudaError_t MallocFromPoolAsync(cudaMallocFromPoolAsync_fn real, void** ptr, size_t size,
                                 cudaMemPool_t mem_pool, cudaStream_t stream) {
   return Allocate<cudaError_t>([&] { return real(ptr, size, mem_pool, stream); }, ptr, size,
                                Kind::kCudaDevice, 0);
 }
 
-CUresult MemAlloc(CuMemAllocFn real, CUdeviceptr* dptr, size_t bytesize) {
+CUresult MemAlloc(cuMemAlloc_v2_fn real, CUdeviceptr* dptr, size_t bytesize) {
   return Allocate<CUresult>([&] { return real(dptr, bytesize); }, dptr, bytesize, Kind::kCudaDevice,
                             0);
 }
 
-CUresult MemFree(CuMemFreeFn real, CUdeviceptr dptr) {
+CUresult MemFree(cuMemFree_v2_fn real, CUdeviceptr dptr) {
   return Release<CUresult>([&] { return real(dptr); }, Key(dptr));
 }
 
-CUresult MemAllocHost(CuMemAllocHostFn real, void** pp, size_t bytesize) {
+CUresult MemAllocHost(cuMemAllocHost_v2_fn real, void** pp, size_t bytesize) {
   return Allocate<CUresult>([&] { return real(pp, bytesize); }, pp, bytesize, Kind::kCudaHost, 0);
 }
 
-CUresult MemHostAlloc(CuMemHostAllocFn real, void** pp, size_t bytesize, unsigned int flags) {
+CUresult MemHostAlloc(cuMemHostAlloc_fn real, void** pp, size_t bytesize, unsigned int flags) {
   return Allocate<CUresult>([&] { return real(pp, bytesize, flags); }, pp, bytesize,
                             Kind::kCudaHost, flags);
 }
 
-CUresult MemFreeHost(CuMemFreeHostFn real, void* p) {
+CUresult MemFreeHost(cuMemFreeHost_fn real, void* p) {
   return Release<CUresult>([&] { return real(p); }, Key(p));
 }
 
-CUresult MemAllocManaged(CuMemAllocManagedFn real, CUdeviceptr* dptr, size_t bytesize,
+CUresult MemAllocManaged(cuMemAllocManaged_fn real, CUdeviceptr* dptr, size_t bytesize,
                          unsigned int flags) {
   return Allocate<CUresult>([&] { return real(dptr, bytesize, flags); }, dptr, bytesize,
                             Kind::kCudaManaged, 0);
 }
 
-CUresult MemCreate(CuMemCreateFn real, CUmemGenericAllocationHandle* handle, size_t size,
+CUresult MemCreate(cuMemCreate_fn real, CUmemGenericAllocationHandle* handle, size_t size,
                    const CUmemAllocationProp* prop, unsigned long long flags) {
   return Allocate<CUresult>([&] { return real(handle, size, prop, flags); }, handle, size,
                             Kind::kCudaDevice, 0);
 }
 
-CUresult MemRelease(CuMemReleaseFn real, CUmemGenericAllocationHandle handle) {
+CUresult MemRelease(cuMemRelease_fn real, CUmemGenericAllocationHandle handle) {
   return Release<CUresult>([&] { return real(handle); }, Key(handle));
 }
 
-CUresult MemMap(CuMemMapFn real, CUdeviceptr ptr, size_t size, size_t offset,
+CUresult MemMap(cuMemMap_fn real, CUdeviceptr ptr, size_t size, size_t offset,
                 CUmemGenericAllocationHandle handle, unsigned long long flags) {
   GpuCall guard;  // records nothing: the bytes were counted by cuMemCreate
   return real(ptr, size, offset, handle, flags);
 }
 
-CUresult MemUnmap(CuMemUnmapFn real, CUdeviceptr ptr, size_t size) {
+CUresult MemUnmap(cuMemUnmap_fn real, CUdeviceptr ptr, size_t size) {
   GpuCall guard;  // records nothing: cuMemRelease ends the record
   return real(ptr, size);
 }
 
-CUresult MemAllocAsync(CuMemAllocAsyncFn real, CUdeviceptr* dptr, size_t bytesize,
+CUresult MemAllocAsync(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytesize,
                        CUstream stream) {
   return Allocate<CUresult>([&] { return real(dptr, bytesize, stream); }, dptr, bytesize,
                             Kind::kCudaDevice, 0);
 }
 
-CUresult MemFreeAsync(CuMemFreeAsyncFn real, CUdeviceptr dptr, CUstream stream) {
+CUresult MemFreeAsync(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stream) {
   return Release<CUresult>([&] { return real(dptr, stream); }, Key(dptr));
 }
 
-CUresult MemAllocPitch(CuMemAllocPitchFn real, CUdeviceptr* dptr, size_t* pitch,
+CUresult MemAllocPitch(cuMemAllocPitch_v2_fn real, CUdeviceptr* dptr, size_t* pitch,
                        size_t width_in_bytes, size_t height, unsigned int element_size_bytes) {
   return Allocate<CUresult>(
       [&] { return real(dptr, pitch, width_in_bytes, height, element_size_bytes); }, dptr,
       [&] { return PitchedBytes(pitch, height); }, Kind::kCudaDevice, 0);
 }
 
-CUresult MemAllocFromPoolAsync(CuMemAllocFromPoolAsyncFn real, CUdeviceptr* dptr, size_t bytesize,
+CUresult MemAllocFromPoolAsync(cuMemAllocFromPoolAsync_fn real, CUdeviceptr* dptr, size_t bytesize,
                                CUmemoryPool pool, CUstream stream) {
   return Allocate<CUresult>([&] { return real(dptr, bytesize, pool, stream); }, dptr, bytesize,
                             Kind::kCudaDevice, 0);
 }
 
-CUresult GetProcAddress(CuGetProcAddressFn real, const char* symbol, void** pfn, int cuda_version,
+CUresult GetProcAddress(cuGetProcAddress_fn real, const char* symbol, void** pfn, int cuda_version,
                         cuuint64_t flags) {
   CUresult result = real(symbol, pfn, cuda_version, flags);
   if (result == kCudaSuccess) WrapProc(symbol, pfn, cuda_version);
   return result;
 }
 
-CUresult GetProcAddressV2(CuGetProcAddressV2Fn real, const char* symbol, void** pfn,
+CUresult GetProcAddressV2(cuGetProcAddress_v2_fn real, const char* symbol, void** pfn,
                           int cuda_version, cuuint64_t flags,
                           CUdriverProcAddressQueryResult* status) {
   CUresult result = real(symbol, pfn, cuda_version, flags, status);

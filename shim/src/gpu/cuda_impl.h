@@ -43,34 +43,16 @@
 
 namespace retain::shim {
 
-// The CUDA entry points, runtime and driver.
+// The CUDA entry points, runtime then driver, in the order of the lists in
+// gpu/cuda_api.h.
 enum class CudaEntry : int {
-  kCudaMalloc,
-  kCudaFree,
-  kCudaMallocHost,
-  kCudaHostAlloc,
-  kCudaFreeHost,
-  kCudaMallocManaged,
-  kCudaMallocAsync,
-  kCudaFreeAsync,
-  kCudaMallocPitch,
-  kCudaMallocFromPoolAsync,
-  kCuMemAlloc,
-  kCuMemFree,
-  kCuMemAllocHost,
-  kCuMemHostAlloc,
-  kCuMemFreeHost,
-  kCuMemAllocManaged,
-  kCuMemCreate,
-  kCuMemRelease,
-  kCuMemMap,
-  kCuMemUnmap,
-  kCuMemAllocAsync,
-  kCuMemFreeAsync,
-  kCuMemAllocPitch,
-  kCuMemAllocFromPoolAsync,
-  kCuGetProcAddress,
-  kCuGetProcAddressV2,
+#define RETAIN_CUDART_ENTRY(entry, name, alias, impl, params, args) entry,
+#define RETAIN_CUDA_DRIVER_ENTRY(entry, name, alias, proc_name, min_version, impl, params, args) \
+  entry,
+  RETAIN_FOR_EACH_CUDART_HOOK(RETAIN_CUDART_ENTRY)
+  RETAIN_FOR_EACH_CUDA_DRIVER_HOOK(RETAIN_CUDA_DRIVER_ENTRY)
+#undef RETAIN_CUDART_ENTRY
+#undef RETAIN_CUDA_DRIVER_ENTRY
   kCount,
 };
 inline constexpr int kCudaEntryCount = static_cast<int>(CudaEntry::kCount);
@@ -98,47 +80,20 @@ bool IsCudaExportName(const char* name);
 // the entry already serves another target.
 void* WrapCudaTarget(int entry, void* real);
 
-// The implementations, given the real function. Each exported hook and
-// each wrapper calls one of these.
+// The implementations, given the real function (first argument) and then
+// the entry point's own arguments. Each exported hook and each wrapper calls
+// one of these.
 namespace cuda_impl {
 using namespace cuda;  // NOLINT: the CUDA type names
-cudaError_t Malloc(CudaMallocFn real, void** dev_ptr, size_t size);
-cudaError_t Free(CudaFreeFn real, void* dev_ptr);
-cudaError_t MallocHost(CudaMallocHostFn real, void** ptr, size_t size);
-cudaError_t HostAlloc(CudaHostAllocFn real, void** host, size_t size, unsigned int flags);
-cudaError_t FreeHost(CudaFreeHostFn real, void* ptr);
-cudaError_t MallocManaged(CudaMallocManagedFn real, void** dev_ptr, size_t size,
-                          unsigned int flags);
-cudaError_t MallocAsync(CudaMallocAsyncFn real, void** dev_ptr, size_t size, cudaStream_t stream);
-cudaError_t FreeAsync(CudaFreeAsyncFn real, void* dev_ptr, cudaStream_t stream);
-cudaError_t MallocPitch(CudaMallocPitchFn real, void** dev_ptr, size_t* pitch, size_t width,
-                        size_t height);
-cudaError_t MallocFromPoolAsync(CudaMallocFromPoolAsyncFn real, void** ptr, size_t size,
-                                cudaMemPool_t mem_pool, cudaStream_t stream);
-CUresult MemAlloc(CuMemAllocFn real, CUdeviceptr* dptr, size_t bytesize);
-CUresult MemFree(CuMemFreeFn real, CUdeviceptr dptr);
-CUresult MemAllocHost(CuMemAllocHostFn real, void** pp, size_t bytesize);
-CUresult MemHostAlloc(CuMemHostAllocFn real, void** pp, size_t bytesize, unsigned int flags);
-CUresult MemFreeHost(CuMemFreeHostFn real, void* p);
-CUresult MemAllocManaged(CuMemAllocManagedFn real, CUdeviceptr* dptr, size_t bytesize,
-                         unsigned int flags);
-CUresult MemCreate(CuMemCreateFn real, CUmemGenericAllocationHandle* handle, size_t size,
-                   const CUmemAllocationProp* prop, unsigned long long flags);
-CUresult MemRelease(CuMemReleaseFn real, CUmemGenericAllocationHandle handle);
-CUresult MemMap(CuMemMapFn real, CUdeviceptr ptr, size_t size, size_t offset,
-                CUmemGenericAllocationHandle handle, unsigned long long flags);
-CUresult MemUnmap(CuMemUnmapFn real, CUdeviceptr ptr, size_t size);
-CUresult MemAllocAsync(CuMemAllocAsyncFn real, CUdeviceptr* dptr, size_t bytesize, CUstream stream);
-CUresult MemFreeAsync(CuMemFreeAsyncFn real, CUdeviceptr dptr, CUstream stream);
-CUresult MemAllocPitch(CuMemAllocPitchFn real, CUdeviceptr* dptr, size_t* pitch,
-                       size_t width_in_bytes, size_t height, unsigned int element_size_bytes);
-CUresult MemAllocFromPoolAsync(CuMemAllocFromPoolAsyncFn real, CUdeviceptr* dptr, size_t bytesize,
-                               CUmemoryPool pool, CUstream stream);
-CUresult GetProcAddress(CuGetProcAddressFn real, const char* symbol, void** pfn, int cuda_version,
-                        cuuint64_t flags);
-CUresult GetProcAddressV2(CuGetProcAddressV2Fn real, const char* symbol, void** pfn,
-                          int cuda_version, cuuint64_t flags,
-                          CUdriverProcAddressQueryResult* status);
+#define RETAIN_DECLARE_CUDART_IMPL(entry, name, alias, impl, params, args) \
+  cudaError_t impl(name##_fn real, RETAIN_CUDA_UNPAREN params);
+#define RETAIN_DECLARE_CUDA_DRIVER_IMPL(entry, name, alias, proc_name, min_version, impl, params, \
+                                        args)                                                     \
+  CUresult impl(name##_fn real, RETAIN_CUDA_UNPAREN params);
+RETAIN_FOR_EACH_CUDART_HOOK(RETAIN_DECLARE_CUDART_IMPL)
+RETAIN_FOR_EACH_CUDA_DRIVER_HOOK(RETAIN_DECLARE_CUDA_DRIVER_IMPL)
+#undef RETAIN_DECLARE_CUDART_IMPL
+#undef RETAIN_DECLARE_CUDA_DRIVER_IMPL
 }  // namespace cuda_impl
 
 // The real function behind exported hook `entry` (FindRuntimeFunction in

@@ -8,6 +8,7 @@
 #include "base/config.h"
 #include "net/control_server.h"
 #include "record/gpu_recorder.h"
+#include "record/live_tables.h"
 #include "gpu/runtime_lookup.h"
 #include "base/hook_table.h"
 #include "base/log.h"
@@ -46,8 +47,7 @@ void ForkPrepare() {
   ModuleTableLockForFork();
   ProgramMappings().Lock();
   StackTableLockForFork();
-  HeapTable().LockAll();
-  for (int i = 0; i < kGpuApiCount; ++i) GpuTable(static_cast<GpuApi>(i)).LockAll();
+  ForEachLiveTable([](LiveTable& table) { table.LockAll(); });
   TagTableLockForFork();  // held while it takes arena memory
   ArenaLockForFork();
   ShimFdsLockForFork();
@@ -57,8 +57,7 @@ void ForkParent() {
   ShimFdsUnlockForFork();
   ArenaUnlockForFork();
   TagTableUnlockForFork();
-  for (int i = kGpuApiCount - 1; i >= 0; --i) GpuTable(static_cast<GpuApi>(i)).UnlockAll();
-  HeapTable().UnlockAll();
+  ForEachLiveTableReversed([](LiveTable& table) { table.UnlockAll(); });
   StackTableUnlockForFork();
   ProgramMappings().Unlock();
   ModuleTableUnlockForFork();

@@ -69,7 +69,7 @@ using namespace retain::shim;
 RETAIN_EXPORT void* malloc(size_t size) noexcept {
   if (!HookReady()) return BootstrapAllocate(size, kMinAlignment);
   if (PassThrough()) return g_real.malloc(size);
-  HookScope scope;
+  BusyScope scope;
   void* result = g_real.malloc(size);
   RecordAlloc(result, size);
   return result;
@@ -84,7 +84,7 @@ RETAIN_EXPORT void free(void* pointer) noexcept {
     return g_real.free(pointer);
   }
   if (PassThrough()) return g_real.free(pointer);
-  HookScope scope;
+  BusyScope scope;
   RecordHeapFree(pointer);
   g_real.free(pointer);
 }
@@ -103,7 +103,7 @@ RETAIN_EXPORT void* calloc(size_t count, size_t size) noexcept {
   bool overflow = __builtin_mul_overflow(count, size, &bytes);
   if (!HookReady()) return overflow ? nullptr : BootstrapAllocate(bytes, kMinAlignment);
   if (PassThrough()) return g_real.calloc(count, size);
-  HookScope scope;
+  BusyScope scope;
   void* result = g_real.calloc(count, size);
   RecordAlloc(result, bytes);
   return result;
@@ -115,7 +115,7 @@ RETAIN_EXPORT void* realloc(void* pointer, size_t size) noexcept {
   }
   if (!HookReady()) return BootstrapAllocate(size, kMinAlignment);
   if (PassThrough()) return g_real.realloc(pointer, size);
-  HookScope scope;
+  BusyScope scope;
   return Reallocate(pointer, size, [&] { return g_real.realloc(pointer, size); });
 }
 
@@ -131,7 +131,7 @@ RETAIN_EXPORT void* reallocarray(void* pointer, size_t count, size_t size) noexc
   }
   if (!HookReady()) return BootstrapAllocate(bytes, kMinAlignment);
   if (PassThrough()) return g_real.reallocarray(pointer, count, size);
-  HookScope scope;
+  BusyScope scope;
   return Reallocate(pointer, bytes, [&] { return g_real.reallocarray(pointer, count, size); });
 }
 
@@ -143,7 +143,7 @@ RETAIN_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) noex
     return 0;
   }
   if (PassThrough()) return g_real.posix_memalign(out, alignment, size);
-  HookScope scope;
+  BusyScope scope;
   int error = g_real.posix_memalign(out, alignment, size);
   if (error == 0) RecordAlloc(*out, size);
   return error;
@@ -152,7 +152,7 @@ RETAIN_EXPORT int posix_memalign(void** out, size_t alignment, size_t size) noex
 RETAIN_EXPORT void* aligned_alloc(size_t alignment, size_t size) noexcept {
   if (!HookReady()) return BootstrapAllocate(size, alignment);
   if (PassThrough()) return g_real.aligned_alloc(alignment, size);
-  HookScope scope;
+  BusyScope scope;
   void* result = g_real.aligned_alloc(alignment, size);
   RecordAlloc(result, size);
   return result;
@@ -161,7 +161,7 @@ RETAIN_EXPORT void* aligned_alloc(size_t alignment, size_t size) noexcept {
 RETAIN_EXPORT void* memalign(size_t alignment, size_t size) noexcept {
   if (!HookReady()) return BootstrapAllocate(size, alignment);
   if (PassThrough()) return g_real.memalign(alignment, size);
-  HookScope scope;
+  BusyScope scope;
   void* result = g_real.memalign(alignment, size);
   RecordAlloc(result, size);
   return result;
@@ -170,7 +170,7 @@ RETAIN_EXPORT void* memalign(size_t alignment, size_t size) noexcept {
 RETAIN_EXPORT void* valloc(size_t size) noexcept {
   if (!HookReady()) return BootstrapAllocate(size, 4096);
   if (PassThrough()) return g_real.valloc(size);
-  HookScope scope;
+  BusyScope scope;
   void* result = g_real.valloc(size);
   RecordAlloc(result, size);
   return result;
@@ -179,7 +179,7 @@ RETAIN_EXPORT void* valloc(size_t size) noexcept {
 RETAIN_EXPORT void* pvalloc(size_t size) noexcept {
   if (!HookReady()) return BootstrapAllocate(size, 4096);
   if (PassThrough()) return g_real.pvalloc(size);
-  HookScope scope;
+  BusyScope scope;
   void* result = g_real.pvalloc(size);
   // pvalloc rounds the size up to whole pages (at least one): that is what
   // the program got.

@@ -17,7 +17,7 @@ namespace {
 
 template <typename Call>
 void* Map(size_t length, int prot, int flags, int fd, Call call) {
-  HookScope scope;
+  BusyScope scope;
   uint32_t stack_id = CaptureForRecord();  // before the lock: it may be slow
   MmapTable& table = ProgramMappings();
   table.Lock();
@@ -53,7 +53,7 @@ RETAIN_EXPORT void* mmap64(void* address, size_t length, int prot, int flags, in
 RETAIN_EXPORT int munmap(void* address, size_t length) noexcept {
   if (!HookReady()) return static_cast<int>(syscall(SYS_munmap, address, length));
   if (PassThrough()) return g_real.munmap(address, length);
-  HookScope scope;
+  BusyScope scope;
   MmapTable& table = ProgramMappings();
   table.Lock();
   int result = g_real.munmap(address, length);
@@ -76,7 +76,7 @@ RETAIN_EXPORT void* mremap(void* old_address, size_t old_size, size_t new_size, 
         syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address));
   }
   if (PassThrough()) return g_real.mremap(old_address, old_size, new_size, flags, new_address);
-  HookScope scope;
+  BusyScope scope;
   uint32_t stack_id = CaptureForRecord();
   MmapTable& table = ProgramMappings();
   table.Lock();
@@ -102,7 +102,7 @@ RETAIN_EXPORT void* mremap(void* old_address, size_t old_size, size_t new_size, 
 // addresses this one held.
 RETAIN_EXPORT int dlclose(void* handle) noexcept {
   if (HookReady() && g_thread.busy == 0) {
-    HookScope scope;
+    BusyScope scope;
     RefreshModules();
   }
   const uint64_t unloads = LoaderUnloadCount();

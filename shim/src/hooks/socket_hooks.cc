@@ -24,7 +24,7 @@ bool Following(int fd) { return g_thread.busy == 0 && IsTrackedSocket(fd); }
 void Inbound(int fd, const void* data, ssize_t result) {
   if (result <= 0 || !Following(fd)) return;
   int saved = errno;
-  HookScope scope;
+  BusyScope scope;
   SocketInbound(fd, static_cast<const char*>(data), static_cast<size_t>(result));
   errno = saved;
 }
@@ -32,7 +32,7 @@ void Inbound(int fd, const void* data, ssize_t result) {
 void Outbound(int fd, const void* data, ssize_t result) {
   if (result <= 0 || !Following(fd)) return;
   int saved = errno;
-  HookScope scope;
+  BusyScope scope;
   SocketOutbound(fd, static_cast<const char*>(data), static_cast<size_t>(result));
   errno = saved;
 }
@@ -41,7 +41,7 @@ void Accepted(int fd) {
   if (fd < 0 || g_thread.busy != 0) return;
   CountHostAccept();
   int saved = errno;
-  HookScope scope;
+  BusyScope scope;
   TrackAcceptedSocket(fd);
   errno = saved;
 }
@@ -96,7 +96,7 @@ RETAIN_EXPORT ssize_t recvmsg(int fd, struct msghdr* message, int flags) {
   ssize_t result = g_real.recvmsg(fd, message, flags);
   if (result > 0 && (flags & MSG_PEEK) == 0 && Following(fd)) {
     int saved = errno;
-    HookScope scope;
+    BusyScope scope;
     SocketInboundVector(fd, message->msg_iov, static_cast<int>(message->msg_iovlen),
                         static_cast<size_t>(result));
     errno = saved;
@@ -110,7 +110,7 @@ RETAIN_EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
   ssize_t result = g_real.readv(fd, iov, count);
   if (result > 0 && Following(fd)) {
     int saved = errno;
-    HookScope scope;
+    BusyScope scope;
     SocketInboundVector(fd, iov, count, static_cast<size_t>(result));
     errno = saved;
   }
@@ -144,7 +144,7 @@ RETAIN_EXPORT ssize_t sendmsg(int fd, const struct msghdr* message, int flags) {
   ssize_t result = g_real.sendmsg(fd, message, flags);
   if (result > 0 && Following(fd)) {
     int saved = errno;
-    HookScope scope;
+    BusyScope scope;
     SocketOutboundVector(fd, message->msg_iov, static_cast<int>(message->msg_iovlen),
                          static_cast<size_t>(result));
     errno = saved;
@@ -157,7 +157,7 @@ RETAIN_EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
   ssize_t result = g_real.writev(fd, iov, count);
   if (result > 0 && Following(fd)) {
     int saved = errno;
-    HookScope scope;
+    BusyScope scope;
     SocketOutboundVector(fd, iov, count, static_cast<size_t>(result));
     errno = saved;
   }
@@ -176,7 +176,7 @@ RETAIN_EXPORT int close(int fd) {
   if (Following(fd)) {
     int saved = errno;
     {
-      HookScope scope;
+      BusyScope scope;
       SocketClosed(fd);
     }
     errno = saved;

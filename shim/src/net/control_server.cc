@@ -1,5 +1,17 @@
-// control_server: see net/control_server.h.
+// control_server: see net/control_server.h. This file is the endpoint's
+// transport: the listener (Unix path ownership, TCP, re-listening), the
+// poll() loop, the connections and their deadlines, reading requests and
+// writing responses, the snapshot rate limit, the control thread, and asking
+// a holder for the address (TakeOver). The endpoints themselves (/snapshot,
+// /mark, /stats, /metrics, /handover) are in net/control_endpoints.cc.
+//
+// Thread and signal contract: net/control_server.h's. Everything in
+// control_internal runs on the control thread, busy for its whole life,
+// unless said otherwise (StartControlServer, StopControlServer and
+// ControlServerResetInChild, and the path lock they share); it blocks every
+// signal, never allocates from the host heap, and only logs diagnostics.
 #include "net/control_server.h"
+#include "net/control_transport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,6 +38,7 @@
 #include "base/hook_table.h"
 #include "record/kinds.h"
 #include "record/live_table.h"
+#include "record/live_tables.h"
 #include "base/log.h"
 #include "record/mmap_table.h"
 #include "base/process_info.h"
@@ -40,66 +53,18 @@
 #include "base/thread_state.h"
 
 namespace retain::shim {
-namespace {
+namespace control_internal {
 
-constexpr int kMaxConnections = 8;
-constexpr size_t kBufferSize = 16384;  // a request head, then the response
-constexpr int64_t kRequestDeadlineMs = 5000;
-constexpr int64_t kWriteIdleMs = 10000;
-constexpr int64_t kResponseLimitMs = 120000;
-constexpr int64_t kDrainMs = 1000;
-constexpr int64_t kHandoverWaitMs = 3000;
-constexpr int64_t kRelistenIntervalMs = 1000;
-constexpr int64_t kAcceptPauseMs = 100;
-constexpr int kAcceptsPerTurn = 16;
-constexpr int kBacklog = 64;
-constexpr size_t kMaxLabel = 64;
-constexpr size_t kMaxRequestId = 127;
-constexpr int kMarkDepth = 256;
-constexpr int kMaxAncestry = 64;
-
-// The endpoint's life in this process.
-enum State : int {
-  kNone,      // no endpoint (off, failed, refused, a fork child)
-  kAsking,    // the address is held: asking its holder for it (TakeOver)
-  kServing,   // listening
-  kReleased,  // handed over (or lost to another process): serving what
-              // was accepted, then the thread ends
-  kStopping,  // the process exits
-};
 std::atomic<int> g_state;
-
-enum class Phase { kFree, kReading, kWriting, kDraining };
-
-struct Connection {
-  Phase phase;
-  int handle;  // own_fds handle of the socket
-  int64_t opened_ms;
-  int64_t deadline_ms;
-  int64_t response_end_ms;
-  size_t used;         // request bytes in buffer
-  size_t head_length;  // 0 until the head is complete
-  uint64_t body_left;  // body bytes still to read
-  ControlRequest request;
-  size_t out_length;  // response bytes in buffer
-  size_t out_sent;
-  int file;  // own_fds handle of the snapshot streamed after them, or -1
-  uint64_t file_offset;
-  uint64_t file_size;
-  char buffer[kBufferSize];
-};
 
 // Control thread only, unless said otherwise.
 Connection g_connections[kMaxConnections];
 int g_listener = -1;  // own_fds handle
 int64_t g_relisten_after_ms;
 int64_t g_accept_pause_until_ms;
-uint32_t g_marks[kMarkDepth];  // tags opened by /mark, newest last
-int g_mark_count;
 int64_t g_snapshot_times[kMaxControlRate];  // ring: the last `rate` snapshots
 int g_snapshot_next;
 int g_snapshot_count;
-char g_body[12288];
 char g_scratch[4096];
 char g_io[65536];
 
@@ -360,7 +325,7 @@ constexpr char kTooBig[] = "response does not fit\n";
 
 // `body` must not point into c->buffer.
 void Reply(Connection* c, int64_t now, int status, const char* content_type, const char* body,
-           size_t length, const char* extra = "") {
+           size_t length, const char* extra) {
   size_t head = PutHead(c, status, content_type, length, extra);
   if (head == 0 || head + length > sizeof(c->buffer)) {
     head = PutHead(c, 500, "text/plain; charset=utf-8", sizeof(kTooBig) - 1, "");
@@ -373,7 +338,7 @@ void Reply(Connection* c, int64_t now, int status, const char* content_type, con
 }
 
 void ReplyMessage(Connection* c, int64_t now, int status, const char* message,
-                  const char* extra = "") {
+                  const char* extra) {
   Reply(c, now, status, "text/plain; charset=utf-8", message, strlen(message), extra);
 }
 
@@ -451,151 +416,6 @@ void Drain(Connection* c) {
   CloseConnection(c);
 }
 
-// ---- Endpoints ---------------------------------------------------------------
-
-const char* KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kHeap:
-      return "heap";
-    case Kind::kMmapAnon:
-      return "mmap_anon";
-    case Kind::kMmapFile:
-      return "mmap_file";
-    case Kind::kGpuDriverHost:
-      return "gpu_driver_host";
-    case Kind::kHipDevice:
-      return "hip_device";
-    case Kind::kHipHost:
-      return "hip_host";
-    case Kind::kHipManaged:
-      return "hip_managed";
-    case Kind::kVulkanDevice:
-      return "vulkan_device";
-    case Kind::kCudaDevice:
-      return "cuda_device";
-    case Kind::kCudaHost:
-      return "cuda_host";
-    case Kind::kCudaManaged:
-      return "cuda_managed";
-    case Kind::kMetal:
-      return "metal";
-    default:
-      return "unspecified";
-  }
-}
-
-struct Stats {
-  KindCounters counters[kKindCount];
-  uint64_t requests;
-  uint64_t requests_closed;
-  uint64_t arena_bytes;
-  uint64_t dropped;
-};
-
-void GatherStats(Stats* stats) {
-  memset(stats, 0, sizeof(*stats));
-  HeapTable().SumCounters(stats->counters);
-  MmapTable& maps = ProgramMappings();
-  maps.Lock();
-  for (int k = 0; k < kKindCount; ++k) stats->counters[k].Add(maps.counters(k));
-  stats->dropped = maps.dropped();
-  maps.Unlock();
-  stats->dropped += HeapTable().dropped();
-  for (int i = 0; i < kGpuApiCount; ++i) {
-    LiveTable& table = GpuTable(static_cast<GpuApi>(i));
-    table.SumCounters(stats->counters);
-    stats->dropped += table.dropped();
-  }
-  stats->requests = TagCount();
-  stats->requests_closed = ClosedTagCount();
-  stats->arena_bytes = ArenaBytes();
-}
-
-// Appends to g_body; `ok` turns false when it is full.
-struct BodyWriter {
-  size_t length = 0;
-  bool ok = true;
-  void Add(const char* format, ...) __attribute__((format(printf, 2, 3)));
-};
-
-void BodyWriter::Add(const char* format, ...) {
-  if (!ok) return;
-  va_list args;
-  va_start(args, format);
-  int n = vsnprintf(g_body + length, sizeof(g_body) - length, format, args);
-  va_end(args);
-  if (n < 0 || static_cast<size_t>(n) >= sizeof(g_body) - length) {
-    ok = false;
-    return;
-  }
-  length += static_cast<size_t>(n);
-}
-
-// Kinds worth listing: the three the shim always records, and any other
-// one that has seen an allocation.
-bool ShowKind(const Stats& stats, int k) { return k < 3 || stats.counters[k].allocated_count != 0; }
-
-void ServeStats(Connection* c, int64_t now) {
-  Stats stats;
-  GatherStats(&stats);
-  BodyWriter out;
-  out.Add("{\"pid\":%u,\"live\":{", Pid());
-  bool first = true;
-  for (int k = 0; k < kKindCount; ++k) {
-    if (!ShowKind(stats, k)) continue;
-    out.Add("%s\"%s\":{\"bytes\":%llu,\"count\":%llu}", first ? "" : ",", KindName(kAllKinds[k]),
-            static_cast<unsigned long long>(stats.counters[k].live_bytes),
-            static_cast<unsigned long long>(stats.counters[k].live_count));
-    first = false;
-  }
-  out.Add(
-      "},\"requests\":%llu,\"requests_closed\":%llu,\"arena_bytes\":%llu,"
-      "\"dropped_records\":%llu}\n",
-      static_cast<unsigned long long>(stats.requests),
-      static_cast<unsigned long long>(stats.requests_closed),
-      static_cast<unsigned long long>(stats.arena_bytes),
-      static_cast<unsigned long long>(stats.dropped));
-  if (!out.ok) return ReplyMessage(c, now, 500, "stats do not fit\n");
-  Reply(c, now, 200, "application/json", g_body, out.length);
-}
-
-void ServeMetrics(Connection* c, int64_t now) {
-  Stats stats;
-  GatherStats(&stats);
-  BodyWriter out;
-  out.Add(
-      "# HELP retain_live_bytes Bytes live now, by memory kind.\n"
-      "# TYPE retain_live_bytes gauge\n");
-  for (int k = 0; k < kKindCount; ++k) {
-    if (!ShowKind(stats, k)) continue;
-    out.Add("retain_live_bytes{kind=\"%s\"} %llu\n", KindName(kAllKinds[k]),
-            static_cast<unsigned long long>(stats.counters[k].live_bytes));
-  }
-  out.Add(
-      "# HELP retain_live_allocations Allocations live now, by memory kind.\n"
-      "# TYPE retain_live_allocations gauge\n");
-  for (int k = 0; k < kKindCount; ++k) {
-    if (!ShowKind(stats, k)) continue;
-    out.Add("retain_live_allocations{kind=\"%s\"} %llu\n", KindName(kAllKinds[k]),
-            static_cast<unsigned long long>(stats.counters[k].live_count));
-  }
-  out.Add(
-      "# HELP retain_requests_total Request tags opened.\n"
-      "# TYPE retain_requests_total counter\n"
-      "retain_requests_total %llu\n"
-      "# HELP retain_arena_bytes Bytes of the shim's own memory.\n"
-      "# TYPE retain_arena_bytes gauge\n"
-      "retain_arena_bytes %llu\n"
-      "# HELP retain_dropped_records_total Allocations not recorded (arena full).\n"
-      "# TYPE retain_dropped_records_total counter\n"
-      "retain_dropped_records_total %llu\n",
-      static_cast<unsigned long long>(stats.requests),
-      static_cast<unsigned long long>(stats.arena_bytes),
-      static_cast<unsigned long long>(stats.dropped));
-  if (!out.ok) return ReplyMessage(c, now, 500, "metrics do not fit\n");
-  Reply(c, now, 200, "text/plain; version=0.0.4; charset=utf-8", g_body, out.length);
-}
-
 // At most GetConfig().control_rate snapshots in any one second: the oldest
 // of the last `rate` must be a second old. Otherwise sets the seconds to
 // wait.
@@ -614,396 +434,6 @@ bool AllowSnapshot(int64_t now, int64_t* retry_after_s) {
   g_snapshot_next = (g_snapshot_next + 1) % rate;
   if (g_snapshot_count < rate) ++g_snapshot_count;
   return true;
-}
-
-void ServeSnapshot(Connection* c, int64_t now, bool stream) {
-  const ControlRequest& r = c->request;
-  const char* value = nullptr;
-  long length = ControlQueryValue(r.query, r.query_length, "label", &value);
-  char label[kMaxLabel + 1];
-  if (length >= 0) {
-    if (!IsValidControlLabel(value, static_cast<size_t>(length))) {
-      return ReplyMessage(c, now, 400, "label must be 1-64 characters of [A-Za-z0-9._-]\n");
-    }
-    memcpy(label, value, static_cast<size_t>(length));
-    label[length] = '\0';
-  }
-  int64_t retry_after = 1;
-  if (!AllowSnapshot(now, &retry_after)) {
-    char extra[48];
-    snprintf(extra, sizeof(extra), "Retry-After: %lld\r\n", static_cast<long long>(retry_after));
-    char message[96];
-    snprintf(message, sizeof(message), "at most %d snapshots a second (RETAIN_CONTROL_RATE)\n",
-             GetConfig().control_rate);
-    return ReplyMessage(c, now, 429, message, extra);
-  }
-  char path[1200];
-  if (!WriteSnapshot(Trigger::kControl, length >= 0 ? label : nullptr, path, sizeof(path))) {
-    return ReplyMessage(c, NowMs(), 500, "snapshot failed\n");
-  }
-  now = NowMs();  // writing it took time
-  if (!stream) {
-    size_t n = strlen(path);
-    if (n + 1 < sizeof(path)) path[n++] = '\n';
-    return Reply(c, now, 200, "text/plain; charset=utf-8", path, n);
-  }
-  int file = ShimOpen(path, O_RDONLY);
-  struct stat st;
-  bool ok;
-  {
-    ShimFdUse use(file);
-    ok = use.fd() >= 0 && fstat(use.fd(), &st) == 0;
-  }
-  if (!ok) {
-    ShimFdClose(file);
-    return ReplyMessage(c, now, 500, "cannot read the snapshot back\n");
-  }
-  c->out_length =
-      PutHead(c, 200, "application/octet-stream", static_cast<uint64_t>(st.st_size), "");
-  c->file = file;
-  c->file_offset = 0;
-  c->file_size = static_cast<uint64_t>(st.st_size);
-  StartWriting(c, now);
-}
-
-void ServeMark(Connection* c, int64_t now) {
-  const ControlRequest& r = c->request;
-  const char* value = nullptr;
-  long length = ControlQueryValue(r.query, r.query_length, "request", &value);
-  // The label alphabet (ids are quoted into snapshots and logs), longer.
-  bool valid = length >= 1 && length <= static_cast<long>(kMaxRequestId);
-  for (long i = 0; valid && i < length; ++i) valid = IsLabelChar(value[i]);
-  if (!valid) {
-    return ReplyMessage(c, now, 400, "request must be 1-127 characters of [A-Za-z0-9._-]\n");
-  }
-  if (g_mark_count == kMarkDepth) return ReplyMessage(c, now, 409, "too many open marks\n");
-  char request[kMaxRequestId + 1];
-  memcpy(request, value, static_cast<size_t>(length));
-  request[length] = '\0';
-  // Not BeginRequest: the tag must not become this thread's; left
-  // unattached it is the process-latest request for every thread without
-  // one of its own.
-  uint32_t id = OpenTag(TagSource::kControl, request, "POST", "/mark");
-  if (id == 0) return ReplyMessage(c, now, 500, "no room for another tag\n");
-  g_marks[g_mark_count++] = id;
-  char body[32];
-  int n = snprintf(body, sizeof(body), "%u\n", id);
-  Reply(c, now, 200, "text/plain; charset=utf-8", body, static_cast<size_t>(n));
-}
-
-void ServeMarkEnd(Connection* c, int64_t now) {
-  if (g_mark_count == 0) return ReplyMessage(c, now, 409, "no open mark\n");
-  uint32_t id = g_marks[--g_mark_count];
-  EndRequest(id);
-  char body[32];
-  int n = snprintf(body, sizeof(body), "%u\n", id);
-  Reply(c, now, 200, "text/plain; charset=utf-8", body, static_cast<size_t>(n));
-}
-
-// The parent of `pid` from /proc/PID/stat ("pid (comm) state ppid ..."; comm
-// may hold spaces and parentheses, so the last ')' ends it). -1 if unknown.
-int ParentOf(int pid) {
-  char path[48];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  int file = ShimOpen(path, O_RDONLY);
-  if (file < 0) return -1;
-  char text[512];
-  ssize_t n;
-  {
-    ShimFdUse use(file);
-    n = use.fd() < 0 ? -1 : pread(use.fd(), text, sizeof(text), 0);
-  }
-  ShimFdClose(file);
-  if (n <= 0) return -1;
-  const char* close_paren = nullptr;
-  for (ssize_t i = n - 1; i >= 0; --i) {
-    if (text[i] == ')') {
-      close_paren = text + i;
-      break;
-    }
-  }
-  const char* end = text + n;
-  // ") S 1234 "
-  if (close_paren == nullptr || end - close_paren < 5) return -1;
-  const char* p = close_paren + 4;
-  int parent = 0;
-  bool digits = false;
-  for (; p < end && *p >= '0' && *p <= '9'; ++p) {
-    parent = parent * 10 + (*p - '0');
-    digits = true;
-    if (parent > (1 << 22)) return -1;
-  }
-  return digits ? parent : -1;
-}
-
-bool IsDescendant(int pid) {
-  int self = static_cast<int>(syscall(SYS_getpid));
-  for (int step = 0; step < kMaxAncestry && pid > 1; ++step) {
-    int parent = ParentOf(pid);
-    if (parent < 0) return false;
-    if (parent == self) return true;
-    pid = parent;
-  }
-  return false;
-}
-
-// The kernel's spelling of a TCP address in /proc/net/tcp and tcp6: the
-// address's 32-bit words as stored, in hex, then the port ("0100007F:1F90").
-bool ProcNetAddress(const struct sockaddr_storage& address, char* out, size_t size) {
-  uint32_t words[4];
-  if (address.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const struct sockaddr_in*>(&address);
-    memcpy(words, &in->sin_addr, 4);
-    snprintf(out, size, "%08X:%04X", words[0], ntohs(in->sin_port));
-    return true;
-  }
-  if (address.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const struct sockaddr_in6*>(&address);
-    memcpy(words, &in6->sin6_addr, 16);
-    snprintf(out, size, "%08X%08X%08X%08X:%04X", words[0], words[1], words[2], words[3],
-             ntohs(in6->sin6_port));
-    return true;
-  }
-  return false;
-}
-
-// Field `index` (0-based, space-separated) of the line [line, end).
-bool LineField(const char* line, const char* end, int index, const char** field, size_t* length) {
-  const char* p = line;
-  for (int i = 0;; ++i) {
-    while (p < end && *p == ' ') ++p;
-    const char* start = p;
-    while (p < end && *p != ' ') ++p;
-    if (start == p) return false;
-    if (i == index) {
-      *field = start;
-      *length = static_cast<size_t>(p - start);
-      return true;
-    }
-  }
-}
-
-uint64_t ParseDecimal(const char* text, size_t length, bool* ok) {
-  uint64_t n = 0;
-  *ok = length > 0 && length <= 19;
-  for (size_t i = 0; *ok && i < length; ++i) {
-    *ok = text[i] >= '0' && text[i] <= '9';
-    n = n * 10 + static_cast<uint64_t>(text[i] - '0');
-  }
-  return n;
-}
-
-// The socket inode and owner of the TCP connection from `from` to `to`,
-// from /proc/net/tcp (or tcp6). Reads at most 256 MiB of it.
-bool FindTcpSocket(const struct sockaddr_storage& from, const struct sockaddr_storage& to,
-                   uint64_t* inode, uint64_t* uid) {
-  char local[64];
-  char remote[64];
-  if (!ProcNetAddress(from, local, sizeof(local)) || !ProcNetAddress(to, remote, sizeof(remote))) {
-    return false;
-  }
-  int file = ShimOpen(from.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", O_RDONLY);
-  if (file < 0) return false;
-  char line[512];
-  size_t used = 0;
-  bool found = false;
-  uint64_t offset = 0;
-  while (!found && offset < (uint64_t{256} << 20)) {
-    ssize_t n;
-    {
-      ShimFdUse use(file);
-      n = use.fd() < 0 ? -1
-                       : pread(use.fd(), g_scratch, sizeof(g_scratch), static_cast<off_t>(offset));
-    }
-    if (n <= 0) break;
-    offset += static_cast<uint64_t>(n);
-    for (ssize_t i = 0; i < n && !found; ++i) {
-      if (g_scratch[i] != '\n') {
-        if (used < sizeof(line)) line[used++] = g_scratch[i];
-        continue;
-      }
-      const char* end = line + used;
-      const char* field;
-      size_t length;
-      if (used < sizeof(line) && LineField(line, end, 1, &field, &length) &&
-          ControlTokenIs(field, length, local) && LineField(line, end, 2, &field, &length) &&
-          ControlTokenIs(field, length, remote)) {
-        bool ok_uid = false;
-        bool ok_inode = false;
-        if (LineField(line, end, 7, &field, &length)) *uid = ParseDecimal(field, length, &ok_uid);
-        if (LineField(line, end, 9, &field, &length)) {
-          *inode = ParseDecimal(field, length, &ok_inode);
-        }
-        found = ok_uid && ok_inode && *inode != 0;
-      }
-      used = 0;
-    }
-  }
-  ShimFdClose(file);
-  return found;
-}
-
-// True when process `pid` has socket inode `inode` open.
-bool HoldsSocket(int pid, uint64_t inode) {
-  char path[48];
-  snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-  int dir = ShimOpen(path, O_RDONLY | O_DIRECTORY);
-  if (dir < 0) return false;
-  char wanted[48];
-  int wanted_length =
-      snprintf(wanted, sizeof(wanted), "socket:[%llu]", static_cast<unsigned long long>(inode));
-  bool found = false;
-  for (int rounds = 0; !found && rounds < 4096; ++rounds) {
-    long n;
-    {
-      ShimFdUse use(dir);
-      n = use.fd() < 0 ? -1 : syscall(SYS_getdents64, use.fd(), g_scratch, sizeof(g_scratch));
-    }
-    if (n <= 0) break;
-    for (long at = 0; at < n && !found;) {
-      // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
-      unsigned short record;
-      memcpy(&record, g_scratch + at + 16, sizeof(record));
-      const char* name = g_scratch + at + 19;
-      if (record == 0) break;
-      if (name[0] != '.') {
-        char target[64];
-        ssize_t length;
-        {
-          ShimFdUse use(dir);
-          length = use.fd() < 0 ? -1 : readlinkat(use.fd(), name, target, sizeof(target));
-        }
-        found = length == wanted_length && memcmp(target, wanted, static_cast<size_t>(length)) == 0;
-      }
-      at += record;
-    }
-  }
-  ShimFdClose(dir);
-  return found;
-}
-
-// Who asks, over TCP: the pid the request names (?pid=N), believed only if
-// that process holds the connection's other end (its socket inode, found in
-// /proc/net/tcp, is among /proc/N/fd) and it is this user's. -1 otherwise;
-// `why` says why.
-int TcpAsker(Connection* c, const char** why) {
-  const ControlRequest& r = c->request;
-  const char* value = nullptr;
-  long length = ControlQueryValue(r.query, r.query_length, "pid", &value);
-  bool ok = false;
-  uint64_t pid = length > 0 ? ParseDecimal(value, static_cast<size_t>(length), &ok) : 0;
-  if (!ok || pid < 2 || pid > (1u << 22)) {
-    *why = "say who asks: ?pid=N";
-    return -1;
-  }
-  struct sockaddr_storage peer;
-  struct sockaddr_storage local;
-  socklen_t peer_size = sizeof(peer);
-  socklen_t local_size = sizeof(local);
-  {
-    ShimFdUse use(c->handle);
-    ok = use.fd() >= 0 &&
-         getpeername(use.fd(), reinterpret_cast<struct sockaddr*>(&peer), &peer_size) == 0 &&
-         getsockname(use.fd(), reinterpret_cast<struct sockaddr*>(&local), &local_size) == 0;
-  }
-  uint64_t inode = 0;
-  uint64_t uid = 0;
-  if (!ok || !FindTcpSocket(peer, local, &inode, &uid) ||
-      !HoldsSocket(static_cast<int>(pid), inode)) {
-    *why = "the connection is not that process's";
-    return -1;
-  }
-  if (uid != geteuid()) {
-    *why = "that process is another user's";
-    return -1;
-  }
-  return static_cast<int>(pid);
-}
-
-// POST /handover: another process of this program's lineage asks for the
-// endpoint (net/control_server.h says when it gets it).
-void ServeHandover(Connection* c, int64_t now) {
-  char message[160];
-  uint32_t self = Pid();
-  int asker = -1;
-  if (GetConfig().control == ControlKind::kUnix) {
-    struct ucred peer;
-    socklen_t size = sizeof(peer);
-    bool known;
-    {
-      ShimFdUse use(c->handle);
-      known = use.fd() >= 0 && getsockopt(use.fd(), SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0;
-    }
-    if (!known) return ReplyMessage(c, now, 500, "cannot tell who asks\n");
-    if (peer.uid != geteuid()) {
-      snprintf(message, sizeof(message), "pid %d is another user's; pid %u keeps the endpoint\n",
-               peer.pid, self);
-      return ReplyMessage(c, now, 403, message);
-    }
-    asker = peer.pid;
-  }
-  if (uint64_t accepted = HostAcceptCount(); accepted != 0) {
-    snprintf(message, sizeof(message),
-             "pid %u serves connections of its own (%llu accepted) and keeps the endpoint\n", self,
-             static_cast<unsigned long long>(accepted));
-    LogDiagnostic("control endpoint: pid %d asked for it; refused: %.100s", asker, message);
-    return ReplyMessage(c, now, 403, message);
-  }
-  if (asker < 0) {
-    const char* why = "";
-    asker = TcpAsker(c, &why);
-    if (asker < 0) {
-      snprintf(message, sizeof(message), "%s; pid %u keeps the endpoint\n", why, self);
-      LogDiagnostic("control endpoint: asked for it; refused: %.100s", message);
-      return ReplyMessage(c, now, 403, message);
-    }
-  }
-  if (!IsDescendant(asker)) {
-    snprintf(message, sizeof(message), "pid %d is not a descendant of pid %u, which keeps it\n",
-             asker, self);
-    LogDiagnostic("control endpoint: pid %d asked for it; refused: %.100s", asker, message);
-    return ReplyMessage(c, now, 403, message);
-  }
-  if (g_state.load() != kServing) return ReplyMessage(c, now, 409, "not held here any more\n");
-  // Released before the answer: the asker binds as soon as it reads it.
-  ReleaseListener();
-  int expected = kServing;
-  g_state.compare_exchange_strong(expected, kReleased);
-  LogDiagnostic("control endpoint: %s handed over to pid %d", Where(), asker);
-  snprintf(message, sizeof(message), "handed over to pid %d\n", asker);
-  ReplyMessage(c, now, 200, message);
-}
-
-void Dispatch(Connection* c, int64_t now) {
-  const ControlRequest& r = c->request;
-  const bool get = ControlTokenIs(r.method, r.method_length, "GET");
-  const bool post = ControlTokenIs(r.method, r.method_length, "POST");
-  auto path_is = [&r](const char* path) { return ControlTokenIs(r.path, r.path_length, path); };
-  if (path_is("/snapshot")) {
-    if (!get && !post) return ReplyMessage(c, now, 405, "use GET or POST\n");
-    return ServeSnapshot(c, now, get);
-  }
-  if (path_is("/mark")) {
-    if (!post) return ReplyMessage(c, now, 405, "use POST\n");
-    return ServeMark(c, now);
-  }
-  if (path_is("/mark/end")) {
-    if (!post) return ReplyMessage(c, now, 405, "use POST\n");
-    return ServeMarkEnd(c, now);
-  }
-  if (path_is("/stats")) {
-    if (!get) return ReplyMessage(c, now, 405, "use GET\n");
-    return ServeStats(c, now);
-  }
-  if (path_is("/metrics")) {
-    if (!get) return ReplyMessage(c, now, 405, "use GET\n");
-    return ServeMetrics(c, now);
-  }
-  if (path_is("/handover")) {
-    if (!post) return ReplyMessage(c, now, 405, "use POST\n");
-    return ServeHandover(c, now);
-  }
-  ReplyMessage(c, now, 404, "not found\n");
 }
 
 // Reads what the client sent; answers once the request is complete.
@@ -1424,7 +854,9 @@ void* ControlThreadMain(void*) {
   return nullptr;
 }
 
-}  // namespace
+}  // namespace control_internal
+
+using namespace control_internal;  // NOLINT: this file is the transport
 
 bool IsValidControlLabel(const char* label, size_t length) {
   if (length == 0 || length > kMaxLabel) return false;

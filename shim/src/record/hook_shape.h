@@ -3,9 +3,9 @@
 // Every hook has one shape: (1) before the shim is ready, initialise or
 // serve from the bootstrap allocator; (2) if this thread is already inside
 // the shim, call the real function and nothing else; (3) otherwise take the
-// guard, call the real function, record on success (a release is recorded
-// before the real call, so the address cannot be reused by another thread
-// before its record is gone), drop the guard. The hooks never change what
+// guard (BusyScope, base/thread_state.h), call the real function, record on
+// success (a release is recorded before the real call, so the address cannot
+// be reused by another thread before its record is gone), drop the guard. The hooks never change what
 // the real function returns, nor errno.
 #ifndef RETAIN_SHIM_SRC_RECORD_HOOK_SHAPE_H_
 #define RETAIN_SHIM_SRC_RECORD_HOOK_SHAPE_H_
@@ -30,15 +30,6 @@ inline bool PassThrough() {
   CountReentry();
   return true;
 }
-
-// The guard for one recorded hook call.
-class HookScope {
- public:
-  HookScope() { ++g_thread.busy; }
-  ~HookScope() { --g_thread.busy; }
-  HookScope(const HookScope&) = delete;
-  HookScope& operator=(const HookScope&) = delete;
-};
 
 }  // namespace retain::shim
 

@@ -19,9 +19,8 @@ void MarkReferenced(uint32_t tag_id, uint64_t generation) { MarkTagReferenced(ta
 void CompactTags() {
   const uint64_t generation = BeginTagScan();
   size_t live_records = 0;
-  for (int i = 0; i < kLiveTableCount; ++i) {
-    live_records += LiveTableAt(i).VisitTags(MarkReferenced, generation);
-  }
+  ForEachLiveTable(
+      [&](LiveTable& table) { live_records += table.VisitTags(MarkReferenced, generation); });
   MmapTable& maps = ProgramMappings();
   maps.Lock();
   maps.VisitTags(MarkReferenced, generation);

@@ -6,9 +6,12 @@
 // into place only when complete: a half-written snapshot never exists under
 // its final name. It ends with a footer (Snapshot.footer: the length and
 // CRC-32 of every byte before it, computed while streaming), so that a reader
-// tells a copy that was cut or damaged later from a whole one. Each shard of
-// the live table is copied under its lock and encoded outside it, so
-// allocating threads wait at most one shard copy.
+// tells a copy that was cut or damaged later from a whole one. The tables
+// are copied as of one instant, with every lock held at once: the mappings
+// lock and every shard lock of every live table (snapshot/capture.h);
+// allocating threads wait for that copy (a few milliseconds per hundred
+// thousand records), never for the encoding (snapshot/encoding.h) or the
+// disk (snapshot/file_output.h, snapshot/writer.cc).
 //
 // Thread-safe (writes are serialized). Takes locks and the loader lock: call
 // from normal context only, never from a signal handler or a hook. Never

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/kinds.h"
 #include "retain.pb.h"
 #include "tests/support/test_support.h"
 
@@ -534,6 +535,22 @@ TEST(KindNameTest, NamesEveryKind) {
   EXPECT_EQ(KindName(v1::KIND_CUDA_MANAGED), "cuda-managed");
   EXPECT_EQ(KindName(v1::KIND_METAL), "metal");
   EXPECT_EQ(KindName(static_cast<v1::Kind>(77)), "kind-77");
+}
+
+// proto/kinds.h, the table the names come from, against the generated enum:
+// every row's number is its proto enumerator's (also checked at compile time
+// in snapshot_reader.cc), and every enumerator has a row.
+TEST(KindNameTest, TheKindsTableIsTheProtoEnum) {
+  const google::protobuf::EnumDescriptor* kinds = v1::Kind_descriptor();
+  int rows = 0;
+#define RETAIN_CHECK_KIND_ROW(shim, proto, value, name)                 \
+  ++rows;                                                               \
+  ASSERT_NE(kinds->FindValueByName(#proto), nullptr) << #proto;         \
+  EXPECT_EQ(kinds->FindValueByName(#proto)->number(), value) << #proto; \
+  EXPECT_EQ(KindName(v1::proto), name);
+  RETAIN_FOR_EACH_KIND(RETAIN_CHECK_KIND_ROW)
+#undef RETAIN_CHECK_KIND_ROW
+  EXPECT_EQ(rows, kinds->value_count());
 }
 
 }  // namespace

@@ -40,7 +40,7 @@
 // Counted once: libmalloc takes its regions from the kernel with
 // mach_vm_map / mach_vm_allocate — a call into libsystem_kernel, another
 // image, so it *is* interposed. It only ever happens inside one of the heap
-// hooks below, which hold the re-entry guard (HookScope) across the real
+// hooks below, which hold the re-entry guard (BusyScope) across the real
 // call, so the nested VM hook passes straight through: the block is counted
 // as heap, its region not again as a mapping. The same guard keeps the
 // shim's own allocations out (the shim's code calls the originals directly).
@@ -126,7 +126,7 @@ constexpr int kVmFlags = MAP_PRIVATE | MAP_ANON;
 
 template <typename Call>
 kern_return_t VmAllocate(uintptr_t* address_out, uint64_t size, Call call) {
-  HookScope scope;
+  BusyScope scope;
   uint32_t stack_id = CaptureForRecord();  // before the lock: it may be slow
   MmapTable& table = ProgramMappings();
   table.Lock();
@@ -140,7 +140,7 @@ kern_return_t VmAllocate(uintptr_t* address_out, uint64_t size, Call call) {
 
 template <typename Call>
 kern_return_t VmDeallocate(uintptr_t address, uint64_t size, Call call) {
-  HookScope scope;
+  BusyScope scope;
   MmapTable& table = ProgramMappings();
   table.Lock();
   kern_return_t result = call();
@@ -153,7 +153,7 @@ kern_return_t VmDeallocate(uintptr_t address, uint64_t size, Call call) {
 
 void* RetainMalloc(size_t size) {
   if (Bypass()) return malloc(size);
-  HookScope scope;
+  BusyScope scope;
   void* result = malloc(size);
   RecordAlloc(result, size);
   return result;
@@ -161,7 +161,7 @@ void* RetainMalloc(size_t size) {
 
 void RetainFree(void* pointer) {
   if (pointer == nullptr || Bypass()) return free(pointer);
-  HookScope scope;
+  BusyScope scope;
   RecordHeapFree(pointer);  // before the real free: see record/hook_shape.h
   free(pointer);
 }
@@ -170,7 +170,7 @@ void* RetainCalloc(size_t count, size_t size) {
   if (Bypass()) return calloc(count, size);
   size_t bytes = 0;
   __builtin_mul_overflow(count, size, &bytes);  // on overflow calloc fails: nothing recorded
-  HookScope scope;
+  BusyScope scope;
   void* result = calloc(count, size);
   RecordAlloc(result, bytes);
   return result;
@@ -178,7 +178,7 @@ void* RetainCalloc(size_t count, size_t size) {
 
 void* RetainRealloc(void* pointer, size_t size) {
   if (Bypass()) return realloc(pointer, size);
-  HookScope scope;
+  BusyScope scope;
   return Reallocate(pointer, size, [&] { return realloc(pointer, size); });
 }
 
@@ -186,7 +186,7 @@ void* RetainRealloc(void* pointer, size_t size) {
 // back, so a failure is handled here: the block is gone either way.
 void* RetainReallocf(void* pointer, size_t size) {
   if (Bypass()) return reallocf(pointer, size);
-  HookScope scope;
+  BusyScope scope;
   if (pointer == nullptr) {
     void* result = reallocf(pointer, size);
     RecordAlloc(result, size);
@@ -204,7 +204,7 @@ void* RetainReallocf(void* pointer, size_t size) {
 
 int RetainPosixMemalign(void** out, size_t alignment, size_t size) {
   if (Bypass()) return posix_memalign(out, alignment, size);
-  HookScope scope;
+  BusyScope scope;
   int error = posix_memalign(out, alignment, size);
   if (error == 0) RecordAlloc(*out, size);
   return error;
@@ -212,7 +212,7 @@ int RetainPosixMemalign(void** out, size_t alignment, size_t size) {
 
 void* RetainAlignedAlloc(size_t alignment, size_t size) {
   if (Bypass()) return aligned_alloc(alignment, size);
-  HookScope scope;
+  BusyScope scope;
   void* result = aligned_alloc(alignment, size);
   RecordAlloc(result, size);
   return result;
@@ -220,7 +220,7 @@ void* RetainAlignedAlloc(size_t alignment, size_t size) {
 
 void* RetainValloc(size_t size) {
   if (Bypass()) return valloc(size);
-  HookScope scope;
+  BusyScope scope;
   void* result = valloc(size);
   RecordAlloc(result, size);
   return result;
@@ -231,7 +231,7 @@ void* RetainValloc(size_t size) {
 
 void* RetainZoneMalloc(malloc_zone_t* zone, size_t size) {
   if (Bypass()) return malloc_zone_malloc(zone, size);
-  HookScope scope;
+  BusyScope scope;
   void* result = malloc_zone_malloc(zone, size);
   RecordAlloc(result, size);
   return result;
@@ -241,7 +241,7 @@ void* RetainZoneCalloc(malloc_zone_t* zone, size_t count, size_t size) {
   if (Bypass()) return malloc_zone_calloc(zone, count, size);
   size_t bytes = 0;
   __builtin_mul_overflow(count, size, &bytes);
-  HookScope scope;
+  BusyScope scope;
   void* result = malloc_zone_calloc(zone, count, size);
   RecordAlloc(result, bytes);
   return result;
@@ -249,7 +249,7 @@ void* RetainZoneCalloc(malloc_zone_t* zone, size_t count, size_t size) {
 
 void* RetainZoneValloc(malloc_zone_t* zone, size_t size) {
   if (Bypass()) return malloc_zone_valloc(zone, size);
-  HookScope scope;
+  BusyScope scope;
   void* result = malloc_zone_valloc(zone, size);
   RecordAlloc(result, size);
   return result;
@@ -257,7 +257,7 @@ void* RetainZoneValloc(malloc_zone_t* zone, size_t size) {
 
 void* RetainZoneMemalign(malloc_zone_t* zone, size_t alignment, size_t size) {
   if (Bypass()) return malloc_zone_memalign(zone, alignment, size);
-  HookScope scope;
+  BusyScope scope;
   void* result = malloc_zone_memalign(zone, alignment, size);
   RecordAlloc(result, size);
   return result;
@@ -265,13 +265,13 @@ void* RetainZoneMemalign(malloc_zone_t* zone, size_t alignment, size_t size) {
 
 void* RetainZoneRealloc(malloc_zone_t* zone, void* pointer, size_t size) {
   if (Bypass()) return malloc_zone_realloc(zone, pointer, size);
-  HookScope scope;
+  BusyScope scope;
   return Reallocate(pointer, size, [&] { return malloc_zone_realloc(zone, pointer, size); });
 }
 
 void RetainZoneFree(malloc_zone_t* zone, void* pointer) {
   if (pointer == nullptr || Bypass()) return malloc_zone_free(zone, pointer);
-  HookScope scope;
+  BusyScope scope;
   RecordHeapFree(pointer);
   malloc_zone_free(zone, pointer);
 }
@@ -280,7 +280,7 @@ void RetainZoneFree(malloc_zone_t* zone, void* pointer) {
 
 void* RetainMmap(void* address, size_t length, int prot, int flags, int fd, off_t offset) {
   if (Bypass()) return mmap(address, length, prot, flags, fd, offset);
-  HookScope scope;
+  BusyScope scope;
   uint32_t stack_id = CaptureForRecord();
   MmapTable& table = ProgramMappings();
   table.Lock();
@@ -292,7 +292,7 @@ void* RetainMmap(void* address, size_t length, int prot, int flags, int fd, off_
 
 int RetainMunmap(void* address, size_t length) {
   if (Bypass()) return munmap(address, length);
-  HookScope scope;
+  BusyScope scope;
   MmapTable& table = ProgramMappings();
   table.Lock();
   int result = munmap(address, length);

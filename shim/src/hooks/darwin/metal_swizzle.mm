@@ -194,7 +194,7 @@ int SlotFor(Slot (&slots)[kCount], Class cls, InstallFn install) {
 template <int kSlot>
 void ResourceDealloc(id self, SEL cmd) {
   if (ShimReady()) {
-    HookScope scope;
+    BusyScope scope;
     // Also runs for objects never recorded (heap buffers, objects made
     // before the hooks): removes nothing and counts nothing then.
     RemoveGpuRecordIfAny(GpuApi::kMetal, reinterpret_cast<uintptr_t>(self));

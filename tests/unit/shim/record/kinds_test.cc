@@ -35,6 +35,15 @@ TEST(KindsTest, EveryProtoKindHasAShimKind) {
   }
 }
 
+TEST(KindsTest, NamesAreTheHyphenatedOnesOfTheTable) {
+  EXPECT_STREQ(KindName(Kind::kHeap), "heap");
+  EXPECT_STREQ(KindName(Kind::kMmapAnon), "mmap-anon");
+  EXPECT_STREQ(KindName(Kind::kGpuDriverHost), "gpu-driver-host");
+  EXPECT_STREQ(KindName(Kind::kCudaManaged), "cuda-managed");
+  EXPECT_STREQ(KindName(static_cast<Kind>(77)), "unspecified");
+  for (Kind kind : kAllKinds) EXPECT_STRNE(KindName(kind), "unspecified");
+}
+
 TEST(KindsTest, KindIndexIsDenseAndDistinct) {
   for (int i = 0; i < kKindCount; ++i) EXPECT_EQ(KindIndex(kAllKinds[i]), i);
 }
