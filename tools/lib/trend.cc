@@ -13,28 +13,6 @@
 namespace retain::tool {
 namespace {
 
-constexpr double kTailShareOfRange = 0.02;
-
-void LeastSquares(const std::vector<double>& x, const std::vector<double>& y, double* slope,
-                  double* r_squared) {
-  const size_t n = x.size();
-  double mean_x = 0, mean_y = 0;
-  for (size_t i = 0; i < n; ++i) {
-    mean_x += x[i];
-    mean_y += y[i];
-  }
-  mean_x /= static_cast<double>(n);
-  mean_y /= static_cast<double>(n);
-  double sxx = 0, sxy = 0, syy = 0;
-  for (size_t i = 0; i < n; ++i) {
-    sxx += (x[i] - mean_x) * (x[i] - mean_x);
-    sxy += (x[i] - mean_x) * (y[i] - mean_y);
-    syy += (y[i] - mean_y) * (y[i] - mean_y);
-  }
-  *slope = sxx > 0 ? sxy / sxx : 0;
-  *r_squared = (sxx > 0 && syy > 0) ? (sxy * sxy) / (sxx * syy) : (syy == 0 ? 1 : 0);
-}
-
 // Request count per snapshot: tags seen so far when there are tags.
 std::vector<double> RequestAxis(const std::vector<const v1::Snapshot*>& snapshots,
                                 bool* from_tags) {
@@ -62,83 +40,6 @@ std::vector<double> RequestAxis(const std::vector<const v1::Snapshot*>& snapshot
 
 }  // namespace
 
-const char* VerdictName(Verdict verdict) {
-  switch (verdict) {
-    case Verdict::kFlat:
-      return "flat";
-    case Verdict::kLinear:
-      return "linear";
-    case Verdict::kPlateau:
-      return "plateau";
-    case Verdict::kWarmUp:
-      return "warm-up";
-    case Verdict::kNoise:
-      return "noise";
-  }
-  return "flat";
-}
-
-TrendFit FitTrend(const std::vector<double>& x, const std::vector<double>& y, double min_step) {
-  TrendFit fit;
-  const size_t n = x.size();
-  if (n < 2 || n != y.size()) return fit;
-  LeastSquares(x, y, &fit.slope, &fit.r_squared);
-  fit.growth = y.back() - y.front();
-  fit.level = y.back();
-  const double low = *std::min_element(y.begin(), y.end());
-  const double high = *std::max_element(y.begin(), y.end());
-  if (high - low < min_step) return fit;  // kFlat: nothing moved more than noise
-
-  // The tail (the last third, at least 3 points) decides whether growth
-  // goes on. Flat: it moves less than the noise step (or 2% of the range, so
-  // a big owner's rounding is not a trend). Growing: it rises steadily.
-  const size_t tail_size = std::min(n, std::max<size_t>(3, n / 3));
-  const std::vector<double> tail_x(x.end() - tail_size, x.end());
-  const std::vector<double> tail_y(y.end() - tail_size, y.end());
-  const double tail_range = *std::max_element(tail_y.begin(), tail_y.end()) -
-                            *std::min_element(tail_y.begin(), tail_y.end());
-  const double flat_threshold = std::max(min_step, kTailShareOfRange * (high - low));
-  double tail_slope = 0, tail_fit = 0;
-  LeastSquares(tail_x, tail_y, &tail_slope, &tail_fit);
-  const double tail_rise = tail_slope * (tail_x.back() - tail_x.front());
-
-  if (tail_range >= flat_threshold) {
-    if (tail_rise >= flat_threshold && tail_fit >= 0.5) {
-      // Still growing: report the current rate, which is what keeps costing
-      // memory (early growth of a cache that filled up is not part of it).
-      fit.verdict = Verdict::kLinear;
-      if (tail_size < n) {
-        fit.slope = tail_slope;
-        fit.r_squared = tail_fit;
-      }
-      return fit;
-    }
-    fit.verdict = Verdict::kNoise;
-    return fit;
-  }
-
-  // Growth stopped: where, and in how many steps?
-  int up = 0, down = 0;
-  size_t last_up = 0;
-  for (size_t i = 1; i < n; ++i) {
-    const double d = y[i] - y[i - 1];
-    if (d >= min_step) {
-      ++up;
-      last_up = i;
-    } else if (d <= -min_step) {
-      ++down;
-    }
-  }
-  if (fit.growth < flat_threshold || down * 2 >= up) {
-    // Ended where it started, or went down as often as up.
-    fit.verdict = up == 0 && down == 0 ? Verdict::kFlat : Verdict::kNoise;
-    return fit;
-  }
-  fit.flat_from = x[last_up];
-  fit.verdict = up == 1 ? Verdict::kWarmUp : Verdict::kPlateau;
-  return fit;
-}
-
 absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapshots,
                                          OwnerResolver& owners) {
   if (snapshots.size() < 3) {
@@ -161,8 +62,16 @@ absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapsh
   result.requests = RequestAxis(snapshots, &result.requests_from_tags);
   const size_t n = snapshots.size();
 
+  // Heap rows of a sampled snapshot are estimates (SampledEstimate); each
+  // adds SampledVariance to its owner's point there.
+  std::vector<std::vector<double>> variance;  // per row, per snapshot; empty: exact so far
+  std::vector<double> tracked_variance(n, 0.0);
+  bool tracked_estimated = false;
   absl::flat_hash_map<std::string, size_t> index;
   for (size_t s = 0; s < n; ++s) {
+    const uint64_t interval = snapshots[s]->header().sample_interval_bytes();
+    result.sample_interval_bytes = std::max(result.sample_interval_bytes, interval);
+    int64_t sampled_heap = 0;  // estimated heap bytes, for the tracked line
     for (const Allocation& a : FlattenAllocations(*snapshots[s])) {
       const Owner& owner = owners.Resolve(*snapshots[s], a.stack_id, a.kind, a.tag_id);
       auto [it, inserted] = index.emplace(owner.key, result.rows.size());
@@ -170,16 +79,51 @@ absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapsh
         result.rows.emplace_back();
         result.rows.back().owner = owner;
         result.rows.back().live_bytes.assign(n, 0);
+        variance.emplace_back();
       } else if (result.rows[it->second].owner.category != owner.category) {
         result.rows[it->second].owner.category.clear();  // spans categories: none
         result.rows[it->second].owner.bounded = false;
       }
       result.rows[it->second].live_bytes[s] += static_cast<int64_t>(a.size);
+      if (interval != 0 && a.kind == v1::KIND_HEAP) {
+        sampled_heap += static_cast<int64_t>(a.size);
+        if (a.recorded_size < interval) {
+          std::vector<double>& v = variance[it->second];
+          if (v.empty()) v.assign(n, 0.0);
+          v[s] += SampledVariance(a.recorded_size, a.size);
+          tracked_variance[s] += SampledVariance(a.recorded_size, a.size);
+          tracked_estimated = true;
+        }
+      }
     }
+    // The tracked line: the shim's totals, but a sampled snapshot's heap
+    // totals count the recorded bytes only: the estimate replaces them.
+    int64_t tracked = 0;
+    for (const v1::KindTotals& totals : snapshots[s]->totals()) {
+      if (interval != 0 && totals.kind() == v1::KIND_HEAP) continue;
+      tracked += static_cast<int64_t>(totals.live_bytes());
+    }
+    result.tracked.live_bytes.push_back(tracked + sampled_heap);
   }
+  // Standard errors of the estimated rows, at least one sampling interval
+  // where the snapshot was sampled (an owner read as 0 may hold up to about
+  // one interval of small allocations that no sampling point fell into).
+  auto errors = [&](const std::vector<double>& v) {
+    std::vector<double> se(n, 0.0);
+    for (size_t s = 0; s < n; ++s) {
+      const double interval = static_cast<double>(snapshots[s]->header().sample_interval_bytes());
+      se[s] = std::sqrt(std::max(v[s], interval * interval));
+    }
+    return se;
+  };
+  for (size_t r = 0; r < result.rows.size(); ++r) {
+    if (!variance[r].empty()) result.rows[r].error_bytes = errors(variance[r]);
+  }
+  if (tracked_estimated) result.tracked.error_bytes = errors(tracked_variance);
+
   auto fit_row = [&](TrendRow& row, double min_step = kOwnerMinStep) {
     std::vector<double> y(row.live_bytes.begin(), row.live_bytes.end());
-    row.fit = FitTrend(result.requests, y, min_step);
+    row.fit = FitTrend(result.requests, y, row.error_bytes, min_step);
   };
   for (TrendRow& row : result.rows) fit_row(row);
 
@@ -190,11 +134,6 @@ absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapsh
     result.rss.live_bytes.push_back(static_cast<int64_t>(s->memory().vm_rss()));
     result.anon.live_bytes.push_back(
         static_cast<int64_t>(s->memory().rss_anon() + s->memory().vm_swap()));
-    int64_t tracked = 0;
-    for (const v1::KindTotals& totals : s->totals()) {
-      tracked += static_cast<int64_t>(totals.live_bytes());
-    }
-    result.tracked.live_bytes.push_back(tracked);
   }
   fit_row(result.rss, kRssMinStep);
   fit_row(result.anon, kRssMinStep);

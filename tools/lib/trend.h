@@ -3,21 +3,14 @@
 //
 // For every owner, live bytes are taken at each snapshot against the number
 // of requests served so far (from request tags when the snapshots carry
-// them, else the snapshot's number in the series, 1 for the first). The
-// last third of the series (at least 3 points) decides whether growth goes
-// on:
-//   linear    the tail still rises steadily: memory kept per request (a
-//             missing eviction, a leak). slope = the tail's bytes per
-//             request, fit = its R^2.
-//   plateau   the tail is flat after growth in several steps: bounded (a
-//             cache that filled up). level = where it stopped, at request
-//             `flat_from`.
-//   warm-up   the tail is flat after a single step: a one-time allocation.
-//   flat      nothing moved more than the noise step.
-//   noise     moved, but neither steadily up nor up then flat.
-// The noise step is `min_step`: tracked bytes are exact, so an owner's is
-// small (512 bytes); RSS moves by pages and for unrelated reasons, so its is
-// 256 KiB. A tail counts as flat below max(min_step, 2% of the range).
+// them, else the snapshot's number in the series, 1 for the first), and
+// the series gets a verdict (trend_fit.h: the decision procedure): linear
+// (memory kept per request), plateau (bounded: a cache that filled up),
+// warm-up (one step), flat, noise, or too-few (not enough request counts
+// to tell). Owners' tracked bytes use a noise step of 512 B, the RSS lines
+// one of 256 KiB. In sampled snapshots (Header.sample_interval_bytes) heap
+// bytes are estimates: each point carries its standard error
+// (SampledVariance), every verdict allows for it, and the rows say so.
 #ifndef RETAIN_TOOLS_LIB_TREND_H_
 #define RETAIN_TOOLS_LIB_TREND_H_
 
@@ -28,31 +21,18 @@
 #include "absl/status/statusor.h"
 #include "retain.pb.h"
 #include "tools/lib/owner.h"
+#include "tools/lib/trend_fit.h"
 
 namespace retain::tool {
-
-enum class Verdict { kFlat, kLinear, kPlateau, kWarmUp, kNoise };
-const char* VerdictName(Verdict verdict);
-
-struct TrendFit {
-  Verdict verdict = Verdict::kFlat;
-  double slope = 0;       // bytes per request (least squares; linear: over the tail)
-  double r_squared = 0;   // fit of that line, 0..1
-  double level = 0;       // plateau / warm-up: the value it settled at
-  double flat_from = 0;   // plateau / warm-up: the request count where it stopped growing
-  double growth = 0;      // last - first
-};
-
-inline constexpr double kOwnerMinStep = 512;
-inline constexpr double kRssMinStep = 256 * 1024;
-
-// Classifies one series (x ascending). Exposed for tests.
-TrendFit FitTrend(const std::vector<double>& x, const std::vector<double>& y,
-                  double min_step = kOwnerMinStep);
 
 struct TrendRow {
   Owner owner;
   std::vector<int64_t> live_bytes;  // one per snapshot
+  // Sampled heap bytes in it: the standard error of each live_bytes (at
+  // least one sampling interval: an estimate of 0 means "below about one
+  // interval"); empty when every figure is exact.
+  std::vector<double> error_bytes;
+  bool estimated() const { return !error_bytes.empty(); }
   TrendFit fit;
 };
 
@@ -60,6 +40,9 @@ struct TrendResult {
   // x of each snapshot: requests served (from tags), or its index.
   std::vector<double> requests;
   bool requests_from_tags = false;
+  // Some snapshot was sampled (RETAIN_SAMPLE): heap figures are estimates;
+  // the largest sampling interval of the series.
+  uint64_t sample_interval_bytes = 0;
   std::vector<const v1::Snapshot*> snapshots;  // sorted by sequence
   TrendRow rss;      // VmRSS
   TrendRow anon;     // RssAnon + VmSwap
