@@ -15,9 +15,12 @@
 #define RETAIN_TOOLS_LIB_TREND_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "retain.pb.h"
 #include "tools/lib/owner.h"
@@ -43,15 +46,54 @@ struct TrendResult {
   // Some snapshot was sampled (RETAIN_SAMPLE): heap figures are estimates;
   // the largest sampling interval of the series.
   uint64_t sample_interval_bytes = 0;
-  std::vector<const v1::Snapshot*> snapshots;  // sorted by sequence
+  // Sorted by sequence. From TrendBuilder: what the trend keeps of each
+  // (header, memory, totals, health; no allocations, stacks, modules or
+  // tags), owned by `kept`.
+  std::vector<const v1::Snapshot*> snapshots;
+  std::vector<std::shared_ptr<const v1::Snapshot>> kept;
   TrendRow rss;      // VmRSS
   TrendRow anon;     // RssAnon + VmSwap
   TrendRow tracked;  // all live tracked bytes
   std::vector<TrendRow> rows;  // by growth, descending
 };
 
+// Builds a trend one snapshot at a time, so a caller can read a snapshot,
+// Add it and let it go: what stays is a summary of each (its header,
+// memory, totals and health) and, per owner, one value per snapshot, so
+// memory grows with owners x snapshots, not with the snapshots' size.
+// Each distinct stack (by its frames and the module table they belong to)
+// is resolved to its owner once for the whole series, not once per
+// snapshot: symbolizing and --rules regexes cost per distinct stack.
+class TrendBuilder {
+ public:
+  explicit TrendBuilder(OwnerResolver& owners);
+  // Any order (sorted by sequence at Finish). Error: a snapshot of another
+  // process than the first one added.
+  absl::Status Add(const v1::Snapshot& snapshot);
+  // Error: fewer than 3 snapshots.
+  absl::StatusOr<TrendResult> Finish();
+
+ private:
+  struct Column {  // what one snapshot contributed
+    std::shared_ptr<const v1::Snapshot> summary;
+    uint64_t highest_request = 0;
+    bool has_requests = false;
+    int64_t tracked = 0;
+    double tracked_variance = 0;
+  };
+  OwnerResolver& owners_;
+  std::vector<Column> columns_;  // in the order added
+  std::vector<TrendRow> rows_;   // live_bytes indexed like columns_ (may be short: 0)
+  std::vector<std::vector<double>> variance_;  // per row, like live_bytes; empty: exact
+  bool tracked_estimated_ = false;
+  absl::flat_hash_map<std::string, size_t> row_of_key_;      // owner key -> row
+  absl::flat_hash_map<std::string, size_t> row_of_stack_;    // stack content -> row
+  absl::flat_hash_map<std::string, uint32_t> module_tables_;  // module table -> id
+};
+
 // `snapshots`: at least 3, of one process (SameProcess), any order (sorted
 // by sequence). Errors: fewer than 3, or snapshots of different processes.
+// The result's `snapshots` are summaries (TrendBuilder).
 absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapshots,
                                          OwnerResolver& owners);
 
