@@ -13,6 +13,7 @@
 
 #include "retain.pb.h"
 #include "rules.pb.h"
+#include "tools/lib/diff_format.h"
 #include "tools/lib/owner.h"
 #include "tools/lib/symbolizer.h"
 #include "tools/lib/trend.h"
@@ -191,6 +192,44 @@ TEST(TrendBuilderTest, AThousandSnapshotsWithRulesAreCheap) {
   const TrendRow* cache = Row(*trend, "cache");
   ASSERT_NE(cache, nullptr);
   EXPECT_EQ(cache->fit.verdict, Verdict::kPlateau);
+}
+
+// Sampled snapshots: every figure of a heap owner is an estimate, and the
+// table and the JSON say so, with the standard error.
+TEST(TrendBuilderTest, SampledFiguresAreMarkedAsEstimatesWithTheirError) {
+  const v1::Rules rules = Rules();
+  Resolver resolver(&rules);
+  std::vector<std::unique_ptr<v1::Snapshot>> all;
+  std::vector<const v1::Snapshot*> series;
+  for (int r = 0; r <= 12; ++r) {
+    all.push_back(Make(r));
+    all.back()->mutable_header()->set_sample_interval_bytes(512 << 10);
+    series.push_back(all.back().get());
+  }
+  absl::StatusOr<TrendResult> trend = ComputeTrend(series, *resolver.owners);
+  ASSERT_TRUE(trend.ok()) << trend.status();
+  EXPECT_EQ(trend->sample_interval_bytes, 512u << 10);
+  const TrendRow* leak = Row(*trend, "leak");
+  ASSERT_NE(leak, nullptr);
+  ASSERT_TRUE(leak->estimated());
+  EXPECT_TRUE(leak->fit.estimated);
+  EXPECT_GT(leak->error_bytes.back(), 0);
+  // The cache's entries (64 KiB < 512 KiB) are estimates too; RSS never is.
+  EXPECT_FALSE(trend->rss.estimated());
+  EXPECT_TRUE(trend->tracked.estimated());
+
+  FormatOptions options;
+  options.by = GroupBy::kCategory;
+  const std::string text = FormatTrendText(*trend, options);
+  EXPECT_NE(text.find("note        sampled snapshots (one heap sample per 512.0 KiB)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("~"), std::string::npos) << text;
+  EXPECT_NE(text.find("\u00b1"), std::string::npos) << text;
+  const std::string json = FormatTrendJson(*trend, options);
+  EXPECT_NE(json.find("\"estimated\":true"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"live_bytes_error\":[5"), std::string::npos) << json;  // >= 512 KiB
+  EXPECT_NE(json.find("\"min_request_counts\":4"), std::string::npos) << json;
 }
 
 }  // namespace
