@@ -289,9 +289,8 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
     fit.verdict = one_line;
     return fit;
   }
-  fit.slope = band.line.slope;
-  fit.r_squared = band.line.r_squared;
-  fit.slope_error = band.slope_error;
+  // slope and fit stay the whole series' (what a plateau cost on average
+  // per request, as before); the level says where it stopped.
   fit.level = level;
   fit.band_low = band.low;
   fit.band_high = band.high;

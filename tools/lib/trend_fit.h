@@ -45,7 +45,8 @@
 //      within a band, not upward), and the rise before it, from the first
 //      request count's bytes to B's median, exceeds both B's range and
 //      min_step + 3 x the combined error. level = B's median, band = B's
-//      lowest .. highest, flat_from = x_b.
+//      lowest .. highest, flat_from = x_b; slope and fit stay those of the
+//      line through all the points.
 //      warm-up: a plateau whose rise is one step (80% of it between two
 //      consecutive request counts); flat_from = the count after that step.
 //      A split that is neither: what the single line says (linear or not).
@@ -69,7 +70,7 @@ const char* VerdictName(Verdict verdict);
 
 struct TrendFit {
   Verdict verdict = Verdict::kFlat;
-  double slope = 0;        // bytes per request (least squares; linear: over segment S)
+  double slope = 0;        // bytes per request (least squares over all; linear: the rate now)
   double slope_error = 0;  // its standard error (sampled: at least the endpoints' error / span)
   double r_squared = 0;    // fit of that line, 0..1
   double level = 0;        // plateau / warm-up: the median it settled at; else the last value
