@@ -85,22 +85,40 @@ std::string JsonDouble(double value) {
   return absl::StrFormat("%.17g", value);  // round-trips: byte counts stay exact
 }
 
+std::string Bytes(double bytes) {
+  return HumanBytes(static_cast<uint64_t>(std::max(std::llround(bytes), 0LL)));
+}
+
+// " ±1.2 MiB" for an estimate: one standard error; "" when exact.
+std::string PlusMinus(double error, bool estimated) {
+  return estimated ? absl::StrCat(" \u00b1", Bytes(error)) : "";
+}
+
 // `unit`: "request" when the x axis counts requests, else "snapshot".
 std::string VerdictDetail(const TrendFit& fit, absl::string_view unit) {
   switch (fit.verdict) {
     case Verdict::kLinear:
-      return absl::StrCat(SignedBytes(static_cast<int64_t>(std::llround(fit.slope))),
-                          "/", unit, " (fit ", absl::StrFormat("%.2f", fit.r_squared), ")");
-    case Verdict::kPlateau:
-      return absl::StrCat("at ", HumanBytes(static_cast<uint64_t>(std::max(fit.level, 0.0))),
+      return absl::StrCat(SignedBytes(static_cast<int64_t>(std::llround(fit.slope))), "/", unit,
+                          PlusMinus(fit.slope_error, fit.estimated), " (fit ",
+                          absl::StrFormat("%.2f", fit.r_squared), ")");
+    case Verdict::kPlateau: {
+      std::string band;
+      if (fit.band_high > fit.band_low) {
+        band = absl::StrCat(" (", Bytes(fit.band_low), "..", Bytes(fit.band_high), ")");
+      }
+      return absl::StrCat("at ", Bytes(fit.level), PlusMinus(fit.error, fit.estimated), band,
                           " from ", unit, " ", absl::StrFormat("%g", fit.flat_from));
+    }
     case Verdict::kWarmUp:
-      return absl::StrCat("one step to ",
-                          HumanBytes(static_cast<uint64_t>(std::max(fit.level, 0.0))),
+      return absl::StrCat("one step to ", Bytes(fit.level), PlusMinus(fit.error, fit.estimated),
                           " at ", unit, " ", absl::StrFormat("%g", fit.flat_from));
+    case Verdict::kTooFew:
+      return absl::StrCat(fit.request_counts, " ", unit, " counts; a verdict needs ",
+                          kMinRequestCounts);
     case Verdict::kFlat:
     case Verdict::kNoise:
-      return absl::StrCat(SignedBytes(static_cast<int64_t>(std::llround(fit.growth))), " overall");
+      return absl::StrCat(SignedBytes(static_cast<int64_t>(std::llround(fit.growth))), " overall",
+                          PlusMinus(fit.error, fit.estimated));
   }
   return "";
 }
@@ -251,6 +269,12 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
                                            : "snapshot number (no request tags)",
                   ": ", absl::StrFormat("%g", trend.requests.front()), " .. ",
                   absl::StrFormat("%g", trend.requests.back()), "\n");
+  if (trend.sample_interval_bytes != 0) {
+    absl::StrAppend(&out, "  note        sampled snapshots (one heap sample per ",
+                    HumanBytes(trend.sample_interval_bytes),
+                    "): ~ marks estimates, \u00b1 one standard error (about sqrt(interval x bytes));"
+                    " growth within the error is never linear\n");
+  }
   for (const std::string& warning : options.warnings) {
     absl::StrAppend(&out, "  warning     ", warning, "\n");
   }
@@ -258,9 +282,10 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
                   Pad(absl::StrCat("per ", unit, " / level"), 34), "  owner (", GroupByName(options.by),
                   ")\n");
   auto line = [&](const TrendRow& row) {
+    const std::string approx = row.estimated() ? "~" : "";
     absl::StrAppend(&out, Pad(VerdictName(row.fit.verdict), 9),
-                    PadLeft(HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.front(), 0))), 11),
-                    PadLeft(HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.back(), 0))), 11),
+                    PadLeft(approx + HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.front(), 0))), 11),
+                    PadLeft(approx + HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.back(), 0))), 11),
                     "  ", Pad(VerdictDetail(row.fit, unit), 34), "  ", row.owner.display);
     if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
       absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
@@ -288,7 +313,15 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
         ",\"bytes_per_request\":", JsonDouble(row.fit.slope),
         ",\"fit\":", JsonDouble(row.fit.r_squared), ",\"level\":", JsonDouble(row.fit.level),
         ",\"flat_from_request\":", JsonDouble(row.fit.flat_from),
-        ",\"growth\":", JsonDouble(row.fit.growth), ",\"live_bytes\":[", series, "]}");
+        ",\"band_low\":", JsonDouble(row.fit.band_low),
+        ",\"band_high\":", JsonDouble(row.fit.band_high),
+        ",\"request_counts\":", row.fit.request_counts,
+        ",\"bytes_per_request_error\":", JsonDouble(row.fit.slope_error),
+        ",\"growth\":", JsonDouble(row.fit.growth), ",\"live_bytes\":[", series, "]",
+        ",\"estimated\":", row.estimated() ? "true" : "false", ",\"live_bytes_error\":[",
+        absl::StrJoin(row.error_bytes, ",",
+                      [](std::string* out, double e) { absl::StrAppend(out, std::llround(e)); }),
+        "]}");
   };
   std::vector<std::string> snapshots;
   for (const v1::Snapshot* snapshot : trend.snapshots) snapshots.push_back(JsonSnapshotRef(*snapshot));
@@ -303,6 +336,8 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
       absl::StrJoin(requests, ","),
       "],\"requests_from_tags\":", trend.requests_from_tags ? "true" : "false",
       ",\"degraded\":", options.degraded_warning.empty() ? "false" : "true",
+      ",\"estimated\":", trend.sample_interval_bytes != 0 ? "true" : "false",
+      ",\"min_request_counts\":", kMinRequestCounts,
       ",\"rss\":", row_json(trend.rss, false), ",\"anon_swap\":", row_json(trend.anon, false),
       ",\"tracked\":", row_json(trend.tracked, false), ",\"owner_count\":", trend.rows.size(),
       ",\"rows\":[", absl::StrJoin(rows, ","), "],\"warnings\":", JsonWarnings(options), "}\n");

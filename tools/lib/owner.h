@@ -79,6 +79,11 @@ class OwnerResolver {
   // (function names, or module+offset where there is none); null if none.
   const v1::Category* CategoryOf(const std::vector<std::string>& names) const;
 
+  // Drops the owners cached per (snapshot address, stack): call before the
+  // snapshots resolved so far are freed, since a later one may reuse an
+  // address.
+  void ForgetSnapshots() { cache_.clear(); }
+
   // Switches keys to the cross-build form (no lines) or back; clears the cache.
   void SetKeysWithoutLines(bool without_lines) {
     if (options_.keys_without_lines == without_lines) return;

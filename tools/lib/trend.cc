@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -13,188 +16,190 @@
 namespace retain::tool {
 namespace {
 
-constexpr double kTailShareOfRange = 0.02;
-
-void LeastSquares(const std::vector<double>& x, const std::vector<double>& y, double* slope,
-                  double* r_squared) {
-  const size_t n = x.size();
-  double mean_x = 0, mean_y = 0;
-  for (size_t i = 0; i < n; ++i) {
-    mean_x += x[i];
-    mean_y += y[i];
-  }
-  mean_x /= static_cast<double>(n);
-  mean_y /= static_cast<double>(n);
-  double sxx = 0, sxy = 0, syy = 0;
-  for (size_t i = 0; i < n; ++i) {
-    sxx += (x[i] - mean_x) * (x[i] - mean_x);
-    sxy += (x[i] - mean_x) * (y[i] - mean_y);
-    syy += (y[i] - mean_y) * (y[i] - mean_y);
-  }
-  *slope = sxx > 0 ? sxy / sxx : 0;
-  *r_squared = (sxx > 0 && syy > 0) ? (sxy * sxy) / (sxx * syy) : (syy == 0 ? 1 : 0);
+// What the trend keeps of a snapshot.
+std::shared_ptr<const v1::Snapshot> Summary(const v1::Snapshot& snapshot) {
+  auto summary = std::make_shared<v1::Snapshot>();
+  *summary->mutable_header() = snapshot.header();
+  *summary->mutable_memory() = snapshot.memory();
+  *summary->mutable_health() = snapshot.health();
+  *summary->mutable_totals() = snapshot.totals();
+  return summary;
 }
 
-// Request count per snapshot: tags seen so far when there are tags.
-std::vector<double> RequestAxis(const std::vector<const v1::Snapshot*>& snapshots,
-                                bool* from_tags) {
-  std::vector<double> x;
-  *from_tags = false;
-  for (const v1::Snapshot* s : snapshots) {
-    *from_tags |= !s->tags().empty() || s->header().requests_opened() != 0;
-  }
-  for (size_t i = 0; i < snapshots.size(); ++i) {
-    if (*from_tags) {
-      // Tags are numbered from 1 in the order requests arrived. The header
-      // counts them; a snapshot of an older shim (which kept every tag) has
-      // its largest id instead.
-      uint64_t highest = snapshots[i]->header().requests_opened();
-      for (const v1::Tag& tag : snapshots[i]->tags()) {
-        highest = std::max<uint64_t>(highest, tag.id());
-      }
-      x.push_back(static_cast<double>(highest));
-    } else {
-      x.push_back(static_cast<double>(i + 1));  // snapshot number, 1 = first
-    }
-  }
-  return x;
+void AppendRaw(std::string* out, uint64_t value) {
+  out->append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
 
 }  // namespace
 
-const char* VerdictName(Verdict verdict) {
-  switch (verdict) {
-    case Verdict::kFlat:
-      return "flat";
-    case Verdict::kLinear:
-      return "linear";
-    case Verdict::kPlateau:
-      return "plateau";
-    case Verdict::kWarmUp:
-      return "warm-up";
-    case Verdict::kNoise:
-      return "noise";
-  }
-  return "flat";
+TrendBuilder::TrendBuilder(OwnerResolver& owners) : owners_(owners) {
+  owners_.SetKeysWithoutLines(false);
 }
 
-TrendFit FitTrend(const std::vector<double>& x, const std::vector<double>& y, double min_step) {
-  TrendFit fit;
-  const size_t n = x.size();
-  if (n < 2 || n != y.size()) return fit;
-  LeastSquares(x, y, &fit.slope, &fit.r_squared);
-  fit.growth = y.back() - y.front();
-  fit.level = y.back();
-  const double low = *std::min_element(y.begin(), y.end());
-  const double high = *std::max_element(y.begin(), y.end());
-  if (high - low < min_step) return fit;  // kFlat: nothing moved more than noise
-
-  // The tail (the last third, at least 3 points) decides whether growth
-  // goes on. Flat: it moves less than the noise step (or 2% of the range, so
-  // a big owner's rounding is not a trend). Growing: it rises steadily.
-  const size_t tail_size = std::min(n, std::max<size_t>(3, n / 3));
-  const std::vector<double> tail_x(x.end() - tail_size, x.end());
-  const std::vector<double> tail_y(y.end() - tail_size, y.end());
-  const double tail_range = *std::max_element(tail_y.begin(), tail_y.end()) -
-                            *std::min_element(tail_y.begin(), tail_y.end());
-  const double flat_threshold = std::max(min_step, kTailShareOfRange * (high - low));
-  double tail_slope = 0, tail_fit = 0;
-  LeastSquares(tail_x, tail_y, &tail_slope, &tail_fit);
-  const double tail_rise = tail_slope * (tail_x.back() - tail_x.front());
-
-  if (tail_range >= flat_threshold) {
-    if (tail_rise >= flat_threshold && tail_fit >= 0.5) {
-      // Still growing: report the current rate, which is what keeps costing
-      // memory (early growth of a cache that filled up is not part of it).
-      fit.verdict = Verdict::kLinear;
-      if (tail_size < n) {
-        fit.slope = tail_slope;
-        fit.r_squared = tail_fit;
-      }
-      return fit;
-    }
-    fit.verdict = Verdict::kNoise;
-    return fit;
-  }
-
-  // Growth stopped: where, and in how many steps?
-  int up = 0, down = 0;
-  size_t last_up = 0;
-  for (size_t i = 1; i < n; ++i) {
-    const double d = y[i] - y[i - 1];
-    if (d >= min_step) {
-      ++up;
-      last_up = i;
-    } else if (d <= -min_step) {
-      ++down;
-    }
-  }
-  if (fit.growth < flat_threshold || down * 2 >= up) {
-    // Ended where it started, or went down as often as up.
-    fit.verdict = up == 0 && down == 0 ? Verdict::kFlat : Verdict::kNoise;
-    return fit;
-  }
-  fit.flat_from = x[last_up];
-  fit.verdict = up == 1 ? Verdict::kWarmUp : Verdict::kPlateau;
-  return fit;
-}
-
-absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapshots,
-                                         OwnerResolver& owners) {
-  if (snapshots.size() < 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--trend needs at least 3 snapshots of one process; got ", snapshots.size()));
-  }
-  std::sort(snapshots.begin(), snapshots.end(), [](const v1::Snapshot* a, const v1::Snapshot* b) {
-    return a->header().sequence() < b->header().sequence();
-  });
-  for (size_t i = 1; i < snapshots.size(); ++i) {
+absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot) {
+  if (!columns_.empty()) {
     std::string reason;
-    if (!SameProcess(*snapshots[0], *snapshots[i], &reason)) {
+    if (!SameProcess(*columns_.front().summary, snapshot, &reason)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--trend needs snapshots of one process: ", reason));
     }
   }
-  owners.SetKeysWithoutLines(false);
-  TrendResult result;
-  result.snapshots = snapshots;
-  result.requests = RequestAxis(snapshots, &result.requests_from_tags);
-  const size_t n = snapshots.size();
+  const size_t s = columns_.size();
+  Column column;
+  column.summary = Summary(snapshot);
+  // Requests served: the header counts them; a snapshot of an older shim
+  // (which kept every tag, numbered from 1 in arrival order) has its
+  // largest tag id instead.
+  column.has_requests = !snapshot.tags().empty() || snapshot.header().requests_opened() != 0;
+  column.highest_request = snapshot.header().requests_opened();
+  for (const v1::Tag& tag : snapshot.tags()) {
+    column.highest_request = std::max<uint64_t>(column.highest_request, tag.id());
+  }
 
-  absl::flat_hash_map<std::string, size_t> index;
-  for (size_t s = 0; s < n; ++s) {
-    for (const Allocation& a : FlattenAllocations(*snapshots[s])) {
-      const Owner& owner = owners.Resolve(*snapshots[s], a.stack_id, a.kind, a.tag_id);
-      auto [it, inserted] = index.emplace(owner.key, result.rows.size());
-      if (inserted) {
-        result.rows.emplace_back();
-        result.rows.back().owner = owner;
-        result.rows.back().live_bytes.assign(n, 0);
-      } else if (result.rows[it->second].owner.category != owner.category) {
-        result.rows[it->second].owner.category.clear();  // spans categories: none
-        result.rows[it->second].owner.bounded = false;
+  // The module table the stacks' addresses belong to: stacks with the same
+  // frames under the same table have the same owner in every snapshot.
+  std::string table;
+  for (const v1::Module& module : snapshot.modules()) table += module.SerializeAsString();
+  const uint32_t table_id =
+      module_tables_.emplace(table, static_cast<uint32_t>(module_tables_.size())).first->second;
+  absl::flat_hash_map<uint32_t, const v1::Stack*> stacks;
+  stacks.reserve(static_cast<size_t>(snapshot.stacks_size()));
+  for (const v1::Stack& stack : snapshot.stacks()) stacks.emplace(stack.id(), &stack);
+  const bool by_tag = owners_.options().by == GroupBy::kTag;
+
+  // Heap rows of a sampled snapshot are estimates (SampledEstimate); each
+  // adds SampledVariance to its owner's point here.
+  const uint64_t interval = snapshot.header().sample_interval_bytes();
+  int64_t sampled_heap = 0;  // estimated heap bytes, for the tracked line
+  // (stack id, kind, tag) -> row, for this snapshot.
+  absl::flat_hash_map<std::tuple<uint32_t, int, uint32_t>, size_t> local;
+  std::string key;
+  for (const Allocation& a : FlattenAllocations(snapshot)) {
+    const uint32_t tag = by_tag ? a.tag_id : 0;
+    auto [slot, fresh] = local.emplace(std::make_tuple(a.stack_id, static_cast<int>(a.kind), tag), 0);
+    if (fresh) {
+      key.clear();
+      AppendRaw(&key, table_id);
+      AppendRaw(&key, static_cast<uint64_t>(a.kind));
+      AppendRaw(&key, tag);  // --by tag: tag ids are per process, stable across snapshots
+      auto stack = stacks.find(a.stack_id);
+      if (stack != stacks.end()) {
+        for (uint64_t frame : stack->second->frames()) AppendRaw(&key, frame);
       }
-      result.rows[it->second].live_bytes[s] += static_cast<int64_t>(a.size);
+      auto known = row_of_stack_.find(key);
+      if (known != row_of_stack_.end()) {
+        slot->second = known->second;
+      } else {
+        const Owner& owner = owners_.Resolve(snapshot, a.stack_id, a.kind, a.tag_id);
+        auto [it, inserted] = row_of_key_.emplace(owner.key, rows_.size());
+        if (inserted) {
+          rows_.emplace_back();
+          rows_.back().owner = owner;
+          variance_.emplace_back();
+        } else if (rows_[it->second].owner.category != owner.category) {
+          rows_[it->second].owner.category.clear();  // spans categories: none
+          rows_[it->second].owner.bounded = false;
+        }
+        row_of_stack_.emplace(key, it->second);
+        slot->second = it->second;
+      }
+    }
+    TrendRow& row = rows_[slot->second];
+    if (row.live_bytes.size() <= s) row.live_bytes.resize(s + 1, 0);
+    row.live_bytes[s] += static_cast<int64_t>(a.size);
+    if (interval != 0 && a.kind == v1::KIND_HEAP) {
+      sampled_heap += static_cast<int64_t>(a.size);
+      if (a.recorded_size < interval) {
+        std::vector<double>& v = variance_[slot->second];
+        if (v.size() <= s) v.resize(s + 1, 0.0);
+        const double added = SampledVariance(a.recorded_size, a.size);
+        v[s] += added;
+        column.tracked_variance += added;
+        tracked_estimated_ = true;
+      }
     }
   }
+  // The tracked line: the shim's totals, but a sampled snapshot's heap
+  // totals count the recorded bytes only: the estimate replaces them.
+  int64_t tracked = 0;
+  for (const v1::KindTotals& totals : snapshot.totals()) {
+    if (interval != 0 && totals.kind() == v1::KIND_HEAP) continue;
+    tracked += static_cast<int64_t>(totals.live_bytes());
+  }
+  column.tracked = tracked + sampled_heap;
+  columns_.push_back(std::move(column));
+  // The caller may free the snapshot now; its stacks are known by content.
+  owners_.ForgetSnapshots();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrendResult> TrendBuilder::Finish() {
+  const size_t n = columns_.size();
+  if (n < 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--trend needs at least 3 snapshots of one process; got ", n));
+  }
+  // Sorted by sequence: order[k] = the column of the k-th snapshot.
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return columns_[a].summary->header().sequence() < columns_[b].summary->header().sequence();
+  });
+  TrendResult result;
+  for (const Column& column : columns_) result.requests_from_tags |= column.has_requests;
+  for (size_t k = 0; k < n; ++k) {
+    const Column& column = columns_[order[k]];
+    result.kept.push_back(column.summary);
+    result.snapshots.push_back(column.summary.get());
+    result.requests.push_back(result.requests_from_tags
+                                  ? static_cast<double>(column.highest_request)
+                                  : static_cast<double>(k + 1));  // snapshot number, 1 = first
+    result.sample_interval_bytes =
+        std::max(result.sample_interval_bytes, column.summary->header().sample_interval_bytes());
+  }
+  // Standard errors of the estimated rows, at least one sampling interval
+  // where the snapshot was sampled (an owner read as 0 may hold up to about
+  // one interval of small allocations that no sampling point fell into).
+  auto errors = [&](auto variance_at) {
+    std::vector<double> se(n, 0.0);
+    for (size_t k = 0; k < n; ++k) {
+      const double interval =
+          static_cast<double>(result.snapshots[k]->header().sample_interval_bytes());
+      se[k] = std::sqrt(std::max(variance_at(order[k]), interval * interval));
+    }
+    return se;
+  };
   auto fit_row = [&](TrendRow& row, double min_step = kOwnerMinStep) {
     std::vector<double> y(row.live_bytes.begin(), row.live_bytes.end());
-    row.fit = FitTrend(result.requests, y, min_step);
+    row.fit = FitTrend(result.requests, y, row.error_bytes, min_step);
   };
-  for (TrendRow& row : result.rows) fit_row(row);
+  result.rows = std::move(rows_);
+  for (size_t r = 0; r < result.rows.size(); ++r) {
+    TrendRow& row = result.rows[r];
+    std::vector<int64_t> sorted(n, 0);
+    for (size_t k = 0; k < n; ++k) {
+      if (order[k] < row.live_bytes.size()) sorted[k] = row.live_bytes[order[k]];
+    }
+    row.live_bytes = std::move(sorted);
+    const std::vector<double>& v = variance_[r];
+    if (!v.empty()) {
+      row.error_bytes = errors([&](size_t c) { return c < v.size() ? v[c] : 0.0; });
+    }
+    fit_row(row);
+  }
 
   result.rss.owner.display = "VmRSS";
   result.anon.owner.display = "RssAnon+VmSwap";
   result.tracked.owner.display = "tracked (all kinds)";
-  for (const v1::Snapshot* s : snapshots) {
-    result.rss.live_bytes.push_back(static_cast<int64_t>(s->memory().vm_rss()));
+  for (size_t k = 0; k < n; ++k) {
+    const v1::Snapshot& s = *result.snapshots[k];
+    result.rss.live_bytes.push_back(static_cast<int64_t>(s.memory().vm_rss()));
     result.anon.live_bytes.push_back(
-        static_cast<int64_t>(s->memory().rss_anon() + s->memory().vm_swap()));
-    int64_t tracked = 0;
-    for (const v1::KindTotals& totals : s->totals()) {
-      tracked += static_cast<int64_t>(totals.live_bytes());
-    }
-    result.tracked.live_bytes.push_back(tracked);
+        static_cast<int64_t>(s.memory().rss_anon() + s.memory().vm_swap()));
+    result.tracked.live_bytes.push_back(columns_[order[k]].tracked);
+  }
+  if (tracked_estimated_) {
+    result.tracked.error_bytes = errors([&](size_t c) { return columns_[c].tracked_variance; });
   }
   fit_row(result.rss, kRssMinStep);
   fit_row(result.anon, kRssMinStep);
@@ -206,6 +211,24 @@ absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapsh
                      return a.owner.key < b.owner.key;
                    });
   return result;
+}
+
+absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapshots,
+                                         OwnerResolver& owners) {
+  if (snapshots.size() < 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--trend needs at least 3 snapshots of one process; got ", snapshots.size()));
+  }
+  // The first by sequence is the reference for SameProcess, as before.
+  std::stable_sort(snapshots.begin(), snapshots.end(),
+                   [](const v1::Snapshot* a, const v1::Snapshot* b) {
+                     return a->header().sequence() < b->header().sequence();
+                   });
+  TrendBuilder builder(owners);
+  for (const v1::Snapshot* snapshot : snapshots) {
+    if (absl::Status added = builder.Add(*snapshot); !added.ok()) return added;
+  }
+  return builder.Finish();
 }
 
 }  // namespace retain::tool

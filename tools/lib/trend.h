@@ -3,56 +3,39 @@
 //
 // For every owner, live bytes are taken at each snapshot against the number
 // of requests served so far (from request tags when the snapshots carry
-// them, else the snapshot's number in the series, 1 for the first). The
-// last third of the series (at least 3 points) decides whether growth goes
-// on:
-//   linear    the tail still rises steadily: memory kept per request (a
-//             missing eviction, a leak). slope = the tail's bytes per
-//             request, fit = its R^2.
-//   plateau   the tail is flat after growth in several steps: bounded (a
-//             cache that filled up). level = where it stopped, at request
-//             `flat_from`.
-//   warm-up   the tail is flat after a single step: a one-time allocation.
-//   flat      nothing moved more than the noise step.
-//   noise     moved, but neither steadily up nor up then flat.
-// The noise step is `min_step`: tracked bytes are exact, so an owner's is
-// small (512 bytes); RSS moves by pages and for unrelated reasons, so its is
-// 256 KiB. A tail counts as flat below max(min_step, 2% of the range).
+// them, else the snapshot's number in the series, 1 for the first), and
+// the series gets a verdict (trend_fit.h: the decision procedure): linear
+// (memory kept per request), plateau (bounded: a cache that filled up),
+// warm-up (one step), flat, noise, or too-few (not enough request counts
+// to tell). Owners' tracked bytes use a noise step of 512 B, the RSS lines
+// one of 256 KiB. In sampled snapshots (Header.sample_interval_bytes) heap
+// bytes are estimates: each point carries its standard error
+// (SampledVariance), every verdict allows for it, and the rows say so.
 #ifndef RETAIN_TOOLS_LIB_TREND_H_
 #define RETAIN_TOOLS_LIB_TREND_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "retain.pb.h"
 #include "tools/lib/owner.h"
+#include "tools/lib/trend_fit.h"
 
 namespace retain::tool {
-
-enum class Verdict { kFlat, kLinear, kPlateau, kWarmUp, kNoise };
-const char* VerdictName(Verdict verdict);
-
-struct TrendFit {
-  Verdict verdict = Verdict::kFlat;
-  double slope = 0;       // bytes per request (least squares; linear: over the tail)
-  double r_squared = 0;   // fit of that line, 0..1
-  double level = 0;       // plateau / warm-up: the value it settled at
-  double flat_from = 0;   // plateau / warm-up: the request count where it stopped growing
-  double growth = 0;      // last - first
-};
-
-inline constexpr double kOwnerMinStep = 512;
-inline constexpr double kRssMinStep = 256 * 1024;
-
-// Classifies one series (x ascending). Exposed for tests.
-TrendFit FitTrend(const std::vector<double>& x, const std::vector<double>& y,
-                  double min_step = kOwnerMinStep);
 
 struct TrendRow {
   Owner owner;
   std::vector<int64_t> live_bytes;  // one per snapshot
+  // Sampled heap bytes in it: the standard error of each live_bytes (at
+  // least one sampling interval: an estimate of 0 means "below about one
+  // interval"); empty when every figure is exact.
+  std::vector<double> error_bytes;
+  bool estimated() const { return !error_bytes.empty(); }
   TrendFit fit;
 };
 
@@ -60,15 +43,57 @@ struct TrendResult {
   // x of each snapshot: requests served (from tags), or its index.
   std::vector<double> requests;
   bool requests_from_tags = false;
-  std::vector<const v1::Snapshot*> snapshots;  // sorted by sequence
+  // Some snapshot was sampled (RETAIN_SAMPLE): heap figures are estimates;
+  // the largest sampling interval of the series.
+  uint64_t sample_interval_bytes = 0;
+  // Sorted by sequence. From TrendBuilder: what the trend keeps of each
+  // (header, memory, totals, health; no allocations, stacks, modules or
+  // tags), owned by `kept`.
+  std::vector<const v1::Snapshot*> snapshots;
+  std::vector<std::shared_ptr<const v1::Snapshot>> kept;
   TrendRow rss;      // VmRSS
   TrendRow anon;     // RssAnon + VmSwap
   TrendRow tracked;  // all live tracked bytes
   std::vector<TrendRow> rows;  // by growth, descending
 };
 
+// Builds a trend one snapshot at a time, so a caller can read a snapshot,
+// Add it and let it go: what stays is a summary of each (its header,
+// memory, totals and health) and, per owner, one value per snapshot, so
+// memory grows with owners x snapshots, not with the snapshots' size.
+// Each distinct stack (by its frames and the module table they belong to)
+// is resolved to its owner once for the whole series, not once per
+// snapshot: symbolizing and --rules regexes cost per distinct stack.
+class TrendBuilder {
+ public:
+  explicit TrendBuilder(OwnerResolver& owners);
+  // Any order (sorted by sequence at Finish). Error: a snapshot of another
+  // process than the first one added.
+  absl::Status Add(const v1::Snapshot& snapshot);
+  // Error: fewer than 3 snapshots.
+  absl::StatusOr<TrendResult> Finish();
+
+ private:
+  struct Column {  // what one snapshot contributed
+    std::shared_ptr<const v1::Snapshot> summary;
+    uint64_t highest_request = 0;
+    bool has_requests = false;
+    int64_t tracked = 0;
+    double tracked_variance = 0;
+  };
+  OwnerResolver& owners_;
+  std::vector<Column> columns_;  // in the order added
+  std::vector<TrendRow> rows_;   // live_bytes indexed like columns_ (may be short: 0)
+  std::vector<std::vector<double>> variance_;  // per row, like live_bytes; empty: exact
+  bool tracked_estimated_ = false;
+  absl::flat_hash_map<std::string, size_t> row_of_key_;      // owner key -> row
+  absl::flat_hash_map<std::string, size_t> row_of_stack_;    // stack content -> row
+  absl::flat_hash_map<std::string, uint32_t> module_tables_;  // module table -> id
+};
+
 // `snapshots`: at least 3, of one process (SameProcess), any order (sorted
 // by sequence). Errors: fewer than 3, or snapshots of different processes.
+// The result's `snapshots` are summaries (TrendBuilder).
 absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapshots,
                                          OwnerResolver& owners);
 
