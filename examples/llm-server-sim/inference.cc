@@ -94,8 +94,8 @@ uint64_t EvaluatePrompt(const std::string& prompt) {
   return sum;
 }
 
-PromptCache::PromptCache(size_t budget_bytes, size_t state_bytes)
-    : budget_bytes_(budget_bytes), state_bytes_(state_bytes) {}
+PromptCache::PromptCache(size_t budget_bytes, size_t state_bytes, size_t bytes_per_char)
+    : budget_bytes_(budget_bytes), state_bytes_(state_bytes), bytes_per_char_(bytes_per_char) {}
 
 bool PromptCache::Lookup(const std::string& prompt) {
   auto it = index_.find(prompt);
@@ -105,13 +105,15 @@ bool PromptCache::Lookup(const std::string& prompt) {
 }
 
 void PromptCache::Save(const std::string& prompt) {
-  if (capacity_entries() == 0) return;  // disabled, or a state exceeds the budget
+  const size_t size = state_bytes_ + bytes_per_char_ * prompt.size();
+  if (size == 0 || size > budget_bytes_) return;  // disabled, or the state exceeds the budget
   if (Lookup(prompt)) return;
-  while (lru_.size() >= capacity_entries()) Evict();
+  while (bytes_ + size > budget_bytes_) Evict();
   lru_.emplace_front();
   Entry& entry = lru_.front();
   entry.prompt = prompt;
-  entry.state.resize(state_bytes_);  // as server_prompt_cache::alloc
+  entry.state.resize(size);  // as server_prompt_cache::alloc
+  bytes_ += size;
   Fill(entry.state.data(), entry.state.size(), Hash(prompt));
   index_[prompt] = lru_.begin();
 }
@@ -119,6 +121,7 @@ void PromptCache::Save(const std::string& prompt) {
 bool PromptCache::Evict() {
   if (lru_.empty()) return false;
   index_.erase(lru_.back().prompt);
+  bytes_ -= lru_.back().state.size();
   lru_.pop_back();  // frees the state
   ++evictions_;
   return true;
@@ -148,7 +151,7 @@ InferenceLoop::InferenceLoop(const SimOptions& options, TaskQueue* tasks, Result
     : options_(options),
       tasks_(tasks),
       results_(results),
-      cache_(options.cache_bytes, options.state_bytes),
+      cache_(options.cache_bytes, options.state_bytes, options.state_bytes_per_char),
       trie_(options.leak_trie ? new PrefixTrie(options.trie_node_bytes) : nullptr) {}
 
 void InferenceLoop::Run() {

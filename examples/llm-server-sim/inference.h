@@ -43,6 +43,7 @@ inline constexpr size_t kTrieChunkChars = 16;
 
 struct SimOptions {
   size_t state_bytes = 8 * kMiB;        // --state-mib: one prompt-cache entry
+  size_t state_bytes_per_char = 0;      // --state-kib-per-char: more per prompt character
   size_t cache_bytes = 32 * kMiB;       // --cache-mib: cache budget; 0 = off
   bool leak_trie = false;               // --leak-trie
   size_t trie_node_bytes = 256 * kKiB;  // --trie-node-kib: payload per node
@@ -96,14 +97,16 @@ class ResultQueue {
   std::unordered_map<uint64_t, TaskResult> results_;
 };
 
-// An LRU cache of fixed-size prompt states under a byte budget. A budget
-// smaller than one state (including 0) stores nothing.
+// An LRU cache of prompt states under a byte budget. A state is
+// state_bytes plus bytes_per_char per prompt character (llama-server's grow
+// with the prompt's tokens); a state larger than the budget (any, with a
+// budget of 0) is not stored.
 class PromptCache {
  public:
-  PromptCache(size_t budget_bytes, size_t state_bytes);
-  // Stores `prompt`'s state (state_bytes, written) unless it is cached
-  // already (then it becomes most recently used); evicts first to stay
-  // within the budget.
+  PromptCache(size_t budget_bytes, size_t state_bytes, size_t bytes_per_char = 0);
+  // Stores `prompt`'s state (written) unless it is cached already (then it
+  // becomes most recently used); evicts the least recently used entries
+  // first to stay within the budget.
   __attribute__((noinline)) void Save(const std::string& prompt);
   // Frees the least recently used entry. Returns false when empty.
   __attribute__((noinline)) bool Evict();
@@ -111,7 +114,8 @@ class PromptCache {
   bool Lookup(const std::string& prompt);
   size_t entries() const { return lru_.size(); }
   uint64_t evictions() const { return evictions_; }
-  size_t bytes() const { return lru_.size() * state_bytes_; }
+  size_t bytes() const { return bytes_; }
+  // Entries of the smallest state (an empty prompt's) the budget holds.
   size_t capacity_entries() const { return state_bytes_ == 0 ? 0 : budget_bytes_ / state_bytes_; }
 
  private:
@@ -121,6 +125,8 @@ class PromptCache {
   };
   size_t budget_bytes_;
   size_t state_bytes_;
+  size_t bytes_per_char_;
+  size_t bytes_ = 0;  // of the states stored
   std::list<Entry> lru_;  // front = most recently used
   std::map<std::string, std::list<Entry>::iterator> index_;
   uint64_t evictions_ = 0;

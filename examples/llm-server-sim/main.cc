@@ -43,7 +43,8 @@ struct Flags {
 
 constexpr char kUsage[] =
     "usage: llm-server-sim [--host 127.0.0.1] [--port N (0 = any free port)]\n"
-    "                      [--state-mib 8] [--cache-mib 32 (0 = no prompt cache)]\n"
+    "                      [--state-mib 8] [--state-kib-per-char 0]\n"
+    "                      [--cache-mib 32 (0 = no prompt cache)]\n"
     "                      [--leak-trie] [--trie-node-kib 256] [--http-threads 4]\n"
     "                      [--parallel 1] [--stream-chunks 8] [--stream-delay-ms 0]\n";
 
@@ -94,6 +95,9 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     } else if (arg == "--state-mib") {
       ok = ParseSize(value, 1, 1 << 16, &number);
       flags->sim.state_bytes = static_cast<size_t>(number) * kMiB;
+    } else if (arg == "--state-kib-per-char") {
+      ok = ParseSize(value, 0, 1 << 10, &number);
+      flags->sim.state_bytes_per_char = static_cast<size_t>(number) * kKiB;
     } else if (arg == "--cache-mib") {
       ok = ParseSize(value, 0, 1 << 20, &number);
       flags->sim.cache_bytes = static_cast<size_t>(number) * kMiB;

@@ -49,8 +49,10 @@ size_t BoundedLength(const char* field, size_t capacity) {
 struct Log {
   std::string events;  // a transcript, compared across sniffers
   int started = 0;
-  int finished = 0;
+  int finished = 0;  // ended: finished or aborted
   bool ignored = false;
+  bool closing = false;  // inside OnClose
+  bool closed = false;   // OnClose returned
 
   static void OnEvent(void* context, const HttpEvent& event) {
     auto* log = static_cast<Log*>(context);
@@ -90,7 +92,15 @@ struct Log {
       case HttpEventType::kResponseFinished:
         ++log->finished;
         Check(log->finished <= log->started, "never more finished than started");
+        Check(!log->closed, "nothing finishes after the close's events");
         log->events += "F\n";
+        break;
+      case HttpEventType::kRequestAborted:
+        // Only the close aborts; what it aborts still counts as ended.
+        ++log->finished;
+        Check(log->finished <= log->started, "never more ended than started");
+        Check(log->closing, "only a close aborts a request");
+        log->events += "A\n";
         break;
       case HttpEventType::kConnectionIgnored:
         log->ignored = true;
@@ -122,9 +132,12 @@ struct Driver {
   }
 
   void Close() {
+    log.closing = true;
     sniffer.OnClose(sink);
+    log.closing = false;
+    log.closed = true;
     closed = true;
-    Check(log.finished == log.started, "close finishes every request");
+    Check(log.finished == log.started, "close ends every request");
   }
 };
 

@@ -154,14 +154,37 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
   if (!max_size.ok()) return max_size.status();
   read_options.max_bytes = *max_size;
 
+  SymbolizerOptions symbolizer_options;
+  symbolizer_options.debug_dirs = command.debug_dirs;
+  symbolizer_options.sysroot = command.sysroot;
+  Symbolizer symbolizer(symbolizer_options);
+  absl::StatusOr<std::unique_ptr<OwnerResolver>> owners =
+      OwnerResolver::Create(symbolizer, owner_options);
+  if (!owners.ok()) return owners.status();
+
+  // A diff keeps its one or two snapshots whole. A trend reads each snapshot
+  // once, adds its rows to the builder and keeps only its summary, so memory
+  // does not grow with the length of the series; the first error of the
+  // builder (a snapshot of another process) waits until every file was read
+  // and the checks below have spoken, as when the series was read whole.
   std::vector<std::unique_ptr<v1::Snapshot>> snapshots;
+  std::vector<std::shared_ptr<const v1::Snapshot>> summaries;
+  std::unique_ptr<TrendBuilder> builder;
+  absl::Status add_status;
+  if (command.trend) builder = std::make_unique<TrendBuilder>(**owners);
   for (const std::string& path : command.paths) {
     absl::StatusOr<v1::Snapshot> snapshot = ReadSnapshotFile(path, read_options);
     if (!snapshot.ok()) return snapshot.status();
-    snapshots.push_back(std::make_unique<v1::Snapshot>(*std::move(snapshot)));
+    if (builder == nullptr) {
+      snapshots.push_back(std::make_unique<v1::Snapshot>(*std::move(snapshot)));
+      continue;
+    }
+    summaries.push_back(Summary(*snapshot));
+    if (add_status.ok()) add_status = builder->Add(*snapshot);
   }
   std::vector<const v1::Snapshot*> read;
   for (const auto& snapshot : snapshots) read.push_back(snapshot.get());
+  for (const auto& summary : summaries) read.push_back(summary.get());
   std::vector<std::string> names;
   for (const std::string& path : command.paths) {
     names.push_back(path == kStdinPath ? "stdin" : path);
@@ -175,14 +198,6 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
     notices->push_back(absl::StrCat("warning: ", degraded));
   }
 
-  SymbolizerOptions symbolizer_options;
-  symbolizer_options.debug_dirs = command.debug_dirs;
-  symbolizer_options.sysroot = command.sysroot;
-  Symbolizer symbolizer(symbolizer_options);
-  absl::StatusOr<std::unique_ptr<OwnerResolver>> owners =
-      OwnerResolver::Create(symbolizer, owner_options);
-  if (!owners.ok()) return owners.status();
-
   FormatOptions format;
   format.top = command.top;
   format.by = plan->by;
@@ -194,7 +209,8 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
     if (absl::Status distinct = CheckDistinctSnapshots(read, command.paths); !distinct.ok()) {
       return distinct;
     }
-    absl::StatusOr<TrendResult> result = ComputeTrend(read, **owners);
+    if (!add_status.ok()) return add_status;
+    absl::StatusOr<TrendResult> result = builder->Finish();
     if (!result.ok()) return result.status();
     format.warnings = symbolizer.TakeWarnings();
     outcome.output = plan->output == DiffOutput::kJson ? FormatTrendJson(*result, format)

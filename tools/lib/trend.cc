@@ -14,9 +14,6 @@
 #include "tools/lib/snapshot_reader.h"
 
 namespace retain::tool {
-namespace {
-
-// What the trend keeps of a snapshot.
 std::shared_ptr<const v1::Snapshot> Summary(const v1::Snapshot& snapshot) {
   auto summary = std::make_shared<v1::Snapshot>();
   *summary->mutable_header() = snapshot.header();
@@ -25,6 +22,8 @@ std::shared_ptr<const v1::Snapshot> Summary(const v1::Snapshot& snapshot) {
   *summary->mutable_totals() = snapshot.totals();
   return summary;
 }
+
+namespace {
 
 void AppendRaw(std::string* out, uint64_t value) {
   out->append(reinterpret_cast<const char*>(&value), sizeof(value));
@@ -47,10 +46,12 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot) {
   const size_t s = columns_.size();
   Column column;
   column.summary = Summary(snapshot);
-  // Requests served: the header counts them; a snapshot of an older shim
-  // (which kept every tag, numbered from 1 in arrival order) has its
-  // largest tag id instead.
+  // Requests served (the x, chosen in Finish): the header counts them at the
+  // trigger and at the capture; a snapshot of an older shim (which kept
+  // every tag, numbered from 1 in arrival order) has its largest tag id.
   column.has_requests = !snapshot.tags().empty() || snapshot.header().requests_opened() != 0;
+  column.requests_at_trigger = snapshot.header().requests_at_trigger();
+  column.requests_closed = snapshot.header().requests_closed();
   column.highest_request = snapshot.header().requests_opened();
   for (const v1::Tag& tag : snapshot.tags()) {
     column.highest_request = std::max<uint64_t>(column.highest_request, tag.id());
@@ -146,13 +147,26 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     return columns_[a].summary->header().sequence() < columns_[b].summary->header().sequence();
   });
   TrendResult result;
-  for (const Column& column : columns_) result.requests_from_tags |= column.has_requests;
+  // The x: the requests that had ended when each snapshot was asked for
+  // (Header.requests_at_trigger), so that requests still open on other
+  // connections, or opened by a keep-alive client right after, never count
+  // early. Snapshots of older shims: the requests ended at the capture, or
+  // older still the requests opened. Without requests: the snapshot's number.
+  bool at_trigger = false, closed = false;
+  for (const Column& column : columns_) {
+    result.requests_from_tags |= column.has_requests;
+    at_trigger |= column.requests_at_trigger != 0;
+    closed |= column.requests_closed != 0;
+  }
   for (size_t k = 0; k < n; ++k) {
     const Column& column = columns_[order[k]];
     result.kept.push_back(column.summary);
     result.snapshots.push_back(column.summary.get());
+    const uint64_t x = at_trigger ? column.requests_at_trigger
+                       : closed   ? column.requests_closed
+                                  : column.highest_request;
     result.requests.push_back(result.requests_from_tags
-                                  ? static_cast<double>(column.highest_request)
+                                  ? static_cast<double>(x)
                                   : static_cast<double>(k + 1));  // snapshot number, 1 = first
     result.sample_interval_bytes =
         std::max(result.sample_interval_bytes, column.summary->header().sample_interval_bytes());

@@ -64,6 +64,10 @@ struct TrendResult {
 // Each distinct stack (by its frames and the module table they belong to)
 // is resolved to its owner once for the whole series, not once per
 // snapshot: symbolizing and --rules regexes cost per distinct stack.
+// What a trend keeps of a snapshot once its rows are counted: the header,
+// process memory, health and per-kind totals (no rows, stacks or tags).
+std::shared_ptr<const v1::Snapshot> Summary(const v1::Snapshot& snapshot);
+
 class TrendBuilder {
  public:
   explicit TrendBuilder(OwnerResolver& owners);
@@ -76,7 +80,9 @@ class TrendBuilder {
  private:
   struct Column {  // what one snapshot contributed
     std::shared_ptr<const v1::Snapshot> summary;
-    uint64_t highest_request = 0;
+    uint64_t highest_request = 0;  // requests opened, or the largest tag id
+    uint64_t requests_at_trigger = 0;
+    uint64_t requests_closed = 0;
     bool has_requests = false;
     int64_t tracked = 0;
     double tracked_variance = 0;

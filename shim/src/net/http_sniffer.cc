@@ -129,9 +129,10 @@ void HttpSniffer::OnOutbound(const char* data, size_t size, HttpEventSink& sink)
 
 void HttpSniffer::OnClose(HttpEventSink& sink) {
   if (mode_ != kActive) return;
-  // A response delimited by the close is the oldest open request's; every
-  // other open request ends unanswered. Either way: finished, in order.
-  FinishAll(sink);
+  // A response delimited by the close is the oldest open request's, and
+  // complete; every other open request ends unanswered or cut short.
+  if (out_.state == kUntilClose) FinishResponse(sink);
+  while (pending_ > 0) AbortOldest(sink);
   mode_ = kClosed;
 }
 
@@ -521,6 +522,14 @@ void HttpSniffer::FinishResponse(HttpEventSink& sink) {
   --pending_;
   head_bits_ >>= 1;
   EmitType(sink, HttpEventType::kResponseFinished);
+}
+
+void HttpSniffer::AbortOldest(HttpEventSink& sink) {
+  out_ = Stream{};
+  if (pending_ == 0) return;
+  --pending_;
+  head_bits_ >>= 1;
+  EmitType(sink, HttpEventType::kRequestAborted);
 }
 
 void HttpSniffer::FinishAll(HttpEventSink& sink) {

@@ -8,7 +8,9 @@
 // connection costs sizeof(HttpSniffer) whatever the traffic. Request bodies
 // are skipped by Content-Length or chunked encoding so pipelined requests
 // are found; responses end when their Content-Length is satisfied, at the
-// chunked terminator, or when the connection closes (no length, HTTP/1.0).
+// chunked terminator, or when the connection closes (no length, HTTP/1.0);
+// a request whose response is cut by the close (a client that left a
+// stream) is aborted.
 // 1xx responses do not end a request; HEAD requests and 204/304 responses
 // have no body. Anything that is not HTTP/1.x (TLS, HTTP/2 preface, a binary
 // protocol), or a head over kMaxHeadBytes, makes the connection ignored for
@@ -40,6 +42,8 @@ struct HttpRequestHead {
 enum class HttpEventType {
   kRequestStarted,     // a complete request head was read: `head` is valid
   kResponseFinished,   // the response to the oldest open request is complete
+  kRequestAborted,     // the oldest open request ends without a complete
+                       // response: the connection closed first
   kConnectionIgnored,  // not HTTP/1.x or over a limit: no more events
 };
 
@@ -62,8 +66,10 @@ class HttpSniffer {
   void OnInbound(const char* data, size_t size, HttpEventSink& sink);
   // Bytes the server wrote to the connection, in order.
   void OnOutbound(const char* data, size_t size, HttpEventSink& sink);
-  // The connection closed: a response delimited by the close ends now, and
-  // every request still open gets kResponseFinished.
+  // The connection closed: a response delimited by the close (no length)
+  // is complete now (kResponseFinished); every other request still open,
+  // whether its response was cut mid-body or never started, gets
+  // kRequestAborted, oldest first.
   void OnClose(HttpEventSink& sink);
   bool ignored() const;
 
@@ -108,6 +114,7 @@ class HttpSniffer {
   void EndOfBody(Stream& s, bool inbound, HttpEventSink& sink);
   void FinishResponse(HttpEventSink& sink);
   void FinishAll(HttpEventSink& sink);
+  void AbortOldest(HttpEventSink& sink);
   void Ignore(HttpEventSink& sink);
 
   Stream in_;                  // requests (inbound bytes)

@@ -69,6 +69,7 @@ bool PathWanted(const char* path) {
 // Requests to end once the connection's lock is released.
 struct Ended {
   uint32_t ids[kMaxPendingRequests + 1];
+  RequestEnd how[kMaxPendingRequests + 1];
   int count;
 };
 
@@ -94,12 +95,17 @@ void OnEvent(void* context, const HttpEvent& event) {
       break;
     }
     case HttpEventType::kResponseFinished:
+    case HttpEventType::kRequestAborted:
       if (c.pending_count > 0) {
         uint32_t id = c.pending[c.pending_head];
         c.pending_head = (c.pending_head + 1) % kMaxPendingRequests;
         --c.pending_count;
-        if (id != 0 && sink->ended->count < kMaxPendingRequests + 1) {
-          sink->ended->ids[sink->ended->count++] = id;
+        Ended& ended = *sink->ended;
+        if (id != 0 && ended.count < kMaxPendingRequests + 1) {
+          ended.how[ended.count] = event.type == HttpEventType::kRequestAborted
+                                       ? RequestEnd::kAborted
+                                       : RequestEnd::kCompleted;
+          ended.ids[ended.count++] = id;
         }
       }
       break;
@@ -113,7 +119,7 @@ template <typename Feed>
 void WithConnection(int fd, Feed feed) {
   Connection* c = Find(fd, false);
   if (c == nullptr) return;
-  Ended ended{{}, 0};
+  Ended ended{{}, {}, 0};
   {
     SpinLockHolder hold(c->lock);
     if (!c->tracked) return;
@@ -121,7 +127,7 @@ void WithConnection(int fd, Feed feed) {
     HttpEventSink sink{OnEvent, &context};
     feed(*c, sink);
   }
-  for (int i = 0; i < ended.count; ++i) EndRequest(ended.ids[i]);
+  for (int i = 0; i < ended.count; ++i) EndRequest(ended.ids[i], ended.how[i]);
 }
 
 }  // namespace

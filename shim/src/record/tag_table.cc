@@ -43,6 +43,7 @@ struct MidPage {
 SpinLock g_lock;  // every change to the directory and the free lists
 std::atomic<uint32_t> g_next_id{1};
 std::atomic<uint64_t> g_closed;
+std::atomic<uint64_t> g_aborted;
 // The most recently opened tag that may still be open (0: none).
 std::atomic<uint32_t> g_latest_open;
 std::atomic<MidPage*> g_top[kTopEntries];
@@ -244,6 +245,7 @@ uint32_t OpenTag(TagSource source, const char* request_id, const char* method, c
     CopyField(entry->path, sizeof(entry->path), path);
     entry->start_us = MicrosSinceStart();
     entry->end_us.store(0, std::memory_order_relaxed);
+    entry->aborted.store(false, std::memory_order_relaxed);
     entry->bytes_allocated.store(0, std::memory_order_relaxed);
     entry->closed_generation = 0;
     entry->referenced_generation.store(0, std::memory_order_relaxed);
@@ -260,18 +262,22 @@ uint32_t OpenTag(TagSource source, const char* request_id, const char* method, c
   return id;
 }
 
-bool CloseTag(uint32_t id) {
+uint64_t CloseTag(uint32_t id, bool aborted) {
   TagEntry* entry = FindTag(id);
-  if (entry == nullptr) return false;
+  if (entry == nullptr) return 0;
   uint64_t end = MicrosSinceStart();
   if (end == 0) end = 1;  // 0 means open
   uint64_t expected = 0;
   if (!entry->end_us.compare_exchange_strong(expected, end, std::memory_order_acq_rel)) {
-    return false;
+    return 0;
+  }
+  if (aborted) {
+    entry->aborted.store(true, std::memory_order_release);
+    g_aborted.fetch_add(1, std::memory_order_relaxed);
   }
   entry->closed_generation = g_generation.load(std::memory_order_acquire);
   entry->state.store(TagState::kEnded, std::memory_order_release);
-  g_closed.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t ordinal = g_closed.fetch_add(1, std::memory_order_relaxed) + 1;
   g_ended_since_compaction.fetch_add(1, std::memory_order_relaxed);
   // If this was the latest open request, the latest becomes the newest one
   // still open (looked for once here, not on every allocation).
@@ -285,7 +291,7 @@ bool CloseTag(uint32_t id) {
   }
   uint32_t current = id;
   g_latest_open.compare_exchange_strong(current, replacement, std::memory_order_acq_rel);
-  return true;
+  return ordinal;
 }
 
 TagEntry* FindTag(uint32_t id) {
@@ -303,6 +309,7 @@ TagEntry* FindTag(uint32_t id) {
 
 uint32_t TagCount() { return g_next_id.load(std::memory_order_relaxed) - 1; }
 uint64_t ClosedTagCount() { return g_closed.load(std::memory_order_relaxed); }
+uint64_t AbortedTagCount() { return g_aborted.load(std::memory_order_relaxed); }
 
 void SetThreadTag(uint32_t id, Attribution rule) {
   g_thread.tag_id = id;

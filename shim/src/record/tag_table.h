@@ -55,6 +55,9 @@ struct TagEntry {
   char path[256];
   uint64_t start_us;
   std::atomic<uint64_t> end_us;  // 0 while open
+  // Ended without a complete response (an HTTP connection closed first).
+  // Stored right after end_us: a snapshot racing the close may miss it.
+  std::atomic<bool> aborted;
   std::atomic<uint64_t> bytes_allocated;
   // The compaction generation in which it closed, and the last one whose
   // scan found a live allocation referencing it.
@@ -66,14 +69,18 @@ struct TagEntry {
 // Opens a tag; any string may be null. Returns its id, 0 when the arena is
 // full (then nothing is tagged for this request).
 uint32_t OpenTag(TagSource source, const char* request_id, const char* method, const char* path);
-// Closes a tag (idempotent). Returns true if this call closed it.
-bool CloseTag(uint32_t id);
+// Closes a tag (idempotent), `aborted` when its request ended without a
+// complete response. Returns the request's ordinal among ended ones (1 for
+// the first to end; ClosedTagCount() as of this close, exact under
+// concurrent closes) when this call closed it, else 0.
+uint64_t CloseTag(uint32_t id, bool aborted);
 // The entry for `id`, or nullptr (never opened, or released).
 TagEntry* FindTag(uint32_t id);
 // Ids handed out so far (the highest id).
 uint32_t TagCount();
-// Requests closed so far.
+// Requests closed so far, and of those, aborted.
 uint64_t ClosedTagCount();
+uint64_t AbortedTagCount();
 
 // The tag and rule for an allocation by the calling thread now; counts
 // `bytes` into the tag's bytes_allocated. A thread whose own tag is retiring

@@ -48,6 +48,7 @@ bool CaptureTables(TableCapture& capture) {
       heap.live_count += DroppedHeapLiveCount();
       capture.requests_opened = TagCount();
       capture.requests_closed = ClosedTagCount();
+      capture.requests_aborted = AbortedTagCount();
     }
     ForEachLiveTableReversed([](LiveTable& table) { table.UnlockAll(); });
     maps.Unlock();

@@ -46,6 +46,7 @@ struct TableCapture {
   // Requests opened and closed (record/tag_table.h) as of the copy.
   uint64_t requests_opened = 0;
   uint64_t requests_closed = 0;
+  uint64_t requests_aborted = 0;
 
   ~TableCapture() { Release(); }
   void Release() {
@@ -65,6 +66,7 @@ struct TagRow {
   TagSource source;
   bool ended;
   bool reported;
+  bool aborted;
   uint32_t thread_id;
   uint64_t start_us;
   uint64_t end_us;
@@ -127,6 +129,7 @@ class TagCapture {
     row.source = entry.source;
     row.end_us = entry.end_us.load(std::memory_order_acquire);
     row.ended = row.end_us != 0;
+    row.aborted = entry.aborted.load(std::memory_order_acquire);
     row.reported = entry.reported.load(std::memory_order_relaxed);
     row.thread_id = entry.thread_id;
     row.start_us = entry.start_us;

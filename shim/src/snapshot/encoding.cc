@@ -31,7 +31,8 @@ constexpr uint32_t kFormatVersion = 1;
 
 }  // namespace
 
-void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t sequence,
+void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label,
+                  uint64_t requests_at_trigger, uint32_t sequence,
                   const TableCapture& capture) {
   ProtoBuffer header;
   header.UintField(1, kFormatVersion);
@@ -70,6 +71,8 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t
   header.BoolField(19, true);  // Output::Finish writes the footer
   header.UintField(20, capture.requests_opened);
   header.UintField(21, capture.requests_closed);
+  header.UintField(22, requests_at_trigger);
+  header.UintField(23, capture.requests_aborted);
   out.MessageField(1, header);
 }
 
@@ -181,6 +184,7 @@ bool TagCapture::Encode(Output& output) const {
     tag.UintField(9, row.live_bytes);
     tag.UintField(10, row.live_count);
     tag.UintField(11, static_cast<uint64_t>(row.source));
+    tag.BoolField(12, row.aborted);
     output.buffer().MessageField(7, tag);
     if (!output.MaybeFlush()) return false;
   }

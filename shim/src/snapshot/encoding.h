@@ -146,7 +146,8 @@ struct WriterHistory {
   const char* last_failure;
 };
 
-void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label, uint32_t sequence,
+void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label,
+                  uint64_t requests_at_trigger, uint32_t sequence,
                   const TableCapture& capture);
 void EncodeMemory(ProtoBuffer& out);
 void EncodeModules(ProtoBuffer& out);

@@ -2,10 +2,16 @@
 // noticed it (the marker API, the HTTP sniffer, the control endpoint).
 //
 // Ending a request may write a snapshot (RETAIN_SNAPSHOT_EVERY=N, after
-// every Nth request ends), synchronously, on the thread that ended it, so
-// the series `retain-diff --trend` reads has exactly one snapshot per N
-// requests, taken before the next request's work. Call from normal
-// context, outside the shim's locks.
+// every Nth request ends). When no other snapshot is being written, it is
+// written synchronously, on the thread that ended the request, so a server
+// that answers one request at a time gets exactly one snapshot per N
+// requests, taken before the next request's work. When another snapshot is
+// being written (concurrent requests, a signal or control snapshot), the
+// ending thread does not wait: the snapshot is coalesced into one the
+// service thread writes as soon as the writer is free, labelled and counted
+// (Header.requests_at_trigger) for the newest request whose end asked for
+// it. A snapshot is never labelled with a count other than its trigger's.
+// Call from normal context, outside the shim's locks.
 #ifndef RETAIN_SHIM_SRC_SNAPSHOT_REQUEST_EVENTS_H_
 #define RETAIN_SHIM_SRC_SNAPSHOT_REQUEST_EVENTS_H_
 
@@ -19,9 +25,23 @@ namespace retain::shim {
 uint32_t BeginRequest(TagSource source, Attribution rule, const char* request_id,
                       const char* method, const char* path);
 
+enum class RequestEnd : uint8_t {
+  kCompleted,  // its response was sent whole (or the API/control said so)
+  kAborted,    // the connection closed before its response was complete
+};
+
 // Closes the tag, detaches it from the calling thread if it is the
-// thread's, and writes the every-N snapshot when one is due.
-void EndRequest(uint32_t id);
+// thread's, and writes (or queues) the every-N snapshot when one is due.
+void EndRequest(uint32_t id, RequestEnd how = RequestEnd::kCompleted);
+
+// From the service thread: writes the every-N snapshot that EndRequest
+// queued because the writer was busy, if there is one. At exit it is
+// dropped instead (the program is tearing down; the exit snapshot follows).
+void WriteQueuedRequestSnapshot();
+void DropQueuedRequestSnapshot();
+
+// fork(): the parent's queued snapshot is not the child's.
+void RequestEventsResetInChild();
 
 }  // namespace retain::shim
 

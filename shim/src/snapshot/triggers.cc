@@ -13,6 +13,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/threads.h"
+#include "snapshot/request_events.h"
 #include "snapshot/writer.h"
 #include "record/tag_compaction.h"
 #include "record/tag_table.h"
@@ -29,13 +30,16 @@ std::atomic<bool> g_service_running;
 std::atomic<bool> g_service_started;  // StartServiceThread took the start
 std::atomic<bool> g_triggers_installed;
 std::atomic<uint32_t> g_pending_signal_snapshots;
+// ClosedTagCount() when the newest pending signal arrived.
+std::atomic<uint64_t> g_signal_requests_at_trigger;
 std::atomic<bool> g_exit_written;
 
 void WritePendingSignalSnapshots() {
   uint32_t pending = g_pending_signal_snapshots.load(std::memory_order_acquire);
   while (pending > 0) {
     if (g_pending_signal_snapshots.compare_exchange_weak(pending, pending - 1)) {
-      WriteSnapshot(Trigger::kSignal, nullptr, nullptr, 0);
+      WriteSnapshotAt(Trigger::kSignal, nullptr,
+                      g_signal_requests_at_trigger.load(std::memory_order_acquire), nullptr, 0);
       pending = g_pending_signal_snapshots.load(std::memory_order_acquire);
     }
   }
@@ -50,6 +54,7 @@ void* ServiceThreadMain(void*) {
   g_service_running.store(true, std::memory_order_seq_cst);
   for (;;) {
     WritePendingSignalSnapshots();
+    WriteQueuedRequestSnapshot();
     if (TagCompactionDue()) CompactTags();
     timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -65,6 +70,7 @@ void* ServiceThreadMain(void*) {
 void OnSnapshotSignal(int) {
   int saved = errno;
   ++g_thread.snapshot_signals;
+  g_signal_requests_at_trigger.store(ClosedTagCount(), std::memory_order_release);
   g_pending_signal_snapshots.fetch_add(1, std::memory_order_acq_rel);
   if (g_service_running.load(std::memory_order_seq_cst)) {
     sem_post(&g_wakeup);
@@ -152,6 +158,10 @@ void WakeServiceThread() {
 void WriteExitSnapshot() {
   if (g_exit_written.exchange(true)) return;
   WritePendingSignalSnapshots();
+  // An every-N snapshot still queued is not written now: the program's
+  // objects are already being destroyed, and it would show the state at
+  // exit under a request count. The exit snapshot counts those requests.
+  DropQueuedRequestSnapshot();
   WriteSnapshot(Trigger::kExit, nullptr, nullptr, 0);
 }
 
@@ -161,6 +171,7 @@ void SnapshotTriggersResetInChild() {
   g_service_started.store(false);
   g_exit_written.store(false);
   g_pending_signal_snapshots.store(0);  // the parent's requests, not ours
+  RequestEventsResetInChild();
   g_service_thread_wanted.store(g_triggers_installed.load());
 }
 

@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "base/process_info.h"
 #include "base/thread_state.h"
+#include "record/tag_table.h"
 #include "snapshot/capture.h"
 #include "snapshot/encoding.h"
 #include "snapshot/file_output.h"
@@ -36,6 +37,8 @@ namespace {
 pthread_mutex_t g_write_mutex = PTHREAD_MUTEX_INITIALIZER;
 uint32_t g_sequence;           // guarded by g_write_mutex
 uint64_t g_previous_write_us;  // guarded by g_write_mutex
+// requests_at_trigger of the last every-N snapshot written; guarded by g_write_mutex.
+uint64_t g_newest_every_n;
 
 // Why the last snapshot could not be written, and how many could not: for
 // the next snapshot's health block (the host's stderr is not the place).
@@ -60,7 +63,8 @@ int EnsureDirectory(const char* dir) {
   return errno;
 }
 
-bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path_size) {
+bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigger,
+                 char* path_out, size_t path_size) {
   const Config& config = GetConfig();
   if (int error = EnsureDirectory(config.dir); error != 0) {
     RecordFailure("cannot write snapshots to RETAIN_DIR '%s': %s", config.dir, strerror(error));
@@ -95,7 +99,7 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
     Output output(file);
     IdSet referenced;
     if (ok) {
-      EncodeHeader(output.buffer(), trigger, label, sequence, capture);
+      EncodeHeader(output.buffer(), trigger, label, requests_at_trigger, sequence, capture);
       EncodeMemory(output.buffer());
       EncodeModules(output.buffer());
       ok = output.Flush();
@@ -131,17 +135,48 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
   return true;
 }
 
+// With g_write_mutex held.
+WriteOutcome WriteHeld(Trigger trigger, const char* label, uint64_t requests_at_trigger,
+                       char* path_out, size_t path_size) {
+  if (trigger == Trigger::kEveryNRequests) {
+    if (requests_at_trigger <= g_newest_every_n) return WriteOutcome::kSuperseded;
+    g_newest_every_n = requests_at_trigger;
+  }
+  return WriteLocked(trigger, label, requests_at_trigger, path_out, path_size)
+             ? WriteOutcome::kWritten
+             : WriteOutcome::kFailed;
+}
+
 }  // namespace
 
 bool WriteSnapshot(Trigger trigger, const char* label, char* path_out, size_t path_size) {
+  return WriteSnapshotAt(trigger, label, ClosedTagCount(), path_out, path_size);
+}
+
+bool WriteSnapshotAt(Trigger trigger, const char* label, uint64_t requests_at_trigger,
+                     char* path_out, size_t path_size) {
   if (!RealFunctionsReady()) return false;
   BusyScope busy;
   int saved = errno;
   pthread_mutex_lock(&g_write_mutex);
-  bool ok = WriteLocked(trigger, label, path_out, path_size);
+  WriteOutcome outcome = WriteHeld(trigger, label, requests_at_trigger, path_out, path_size);
   pthread_mutex_unlock(&g_write_mutex);
   errno = saved;
-  return ok;
+  return outcome == WriteOutcome::kWritten;
+}
+
+WriteOutcome TryWriteSnapshot(Trigger trigger, const char* label, uint64_t requests_at_trigger) {
+  if (!RealFunctionsReady()) return WriteOutcome::kFailed;
+  BusyScope busy;
+  int saved = errno;
+  if (pthread_mutex_trylock(&g_write_mutex) != 0) {
+    errno = saved;
+    return WriteOutcome::kBusy;
+  }
+  WriteOutcome outcome = WriteHeld(trigger, label, requests_at_trigger, nullptr, 0);
+  pthread_mutex_unlock(&g_write_mutex);
+  errno = saved;
+  return outcome;
 }
 
 void SnapshotWriterLockForFork() { pthread_mutex_lock(&g_write_mutex); }
@@ -149,6 +184,7 @@ void SnapshotWriterUnlockForFork() { pthread_mutex_unlock(&g_write_mutex); }
 void SnapshotWriterResetInChild() {
   pthread_mutex_init(&g_write_mutex, nullptr);
   g_sequence = 0;
+  g_newest_every_n = 0;
 }
 
 }  // namespace retain::shim

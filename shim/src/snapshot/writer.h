@@ -34,10 +34,25 @@ enum class Trigger : uint32_t {
   kInterval = 6,
 };
 
-// Writes one snapshot. `label` may be null. On success returns true and, if
-// `path_out` is given, the final path. On failure says why on stderr
-// (a warning: the user asked for a snapshot and did not get one).
+// Writes one snapshot. `label` may be null. `requests_at_trigger` is the
+// number of requests that had ended when it was asked for
+// (Header.requests_at_trigger); WriteSnapshot takes ClosedTagCount() now.
+// On success returns true and, if `path_out` is given, the final path. On
+// failure records why for the next snapshot's health block and RETAIN_LOG.
+// An every-N snapshot whose count is not above the last every-N snapshot's
+// is not written (a newer one already covers it) and returns false.
 bool WriteSnapshot(Trigger trigger, const char* label, char* path_out, size_t path_size);
+bool WriteSnapshotAt(Trigger trigger, const char* label, uint64_t requests_at_trigger,
+                     char* path_out, size_t path_size);
+
+enum class WriteOutcome : uint8_t {
+  kWritten,
+  kFailed,      // tried and could not (recorded as above)
+  kBusy,        // another snapshot is being written: nothing done
+  kSuperseded,  // an every-N snapshot with this count or a newer one exists
+};
+// WriteSnapshotAt, but never waits for a snapshot another thread is writing.
+WriteOutcome TryWriteSnapshot(Trigger trigger, const char* label, uint64_t requests_at_trigger);
 
 // fork(): prepare waits for a write in progress; the child starts its own
 // sequence at 1.

@@ -16,7 +16,7 @@ namespace {
 static_assert(std::is_trivially_copyable_v<HttpSniffer>);
 static_assert(std::is_trivially_default_constructible_v<HttpSniffer>);
 
-// An event as the tests compare it: "S GET /path id", "F", "I".
+// An event as the tests compare it: "S GET /path id", "F", "A", "I".
 std::string Describe(const HttpEvent& event) {
   switch (event.type) {
     case HttpEventType::kRequestStarted:
@@ -24,6 +24,8 @@ std::string Describe(const HttpEvent& event) {
              " " + event.head.request_id;
     case HttpEventType::kResponseFinished:
       return "F";
+    case HttpEventType::kRequestAborted:
+      return "A";
     case HttpEventType::kConnectionIgnored:
       return "I";
   }
@@ -389,13 +391,103 @@ TEST(HttpSnifferTest, RequestIdHeaderNameIsCaseInsensitiveAndValueTrimmed) {
                                  "S GET /c ", "S GET /d "}));
 }
 
-TEST(HttpSnifferTest, CloseFinishesEveryOpenRequestInOrder) {
+TEST(HttpSnifferTest, CloseAbortsEveryOpenRequestInOrder) {
   Conn conn;
   conn.In("GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\nGET /3 HTTP/1.1\r\n\r\n");
   conn.Out("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf");
   conn.Close();
+  // The first response was cut after 4 of its 10 bytes; the others never began.
   EXPECT_EQ(conn.Take(),
-            (Events{"S GET /1 ", "S GET /2 ", "S GET /3 ", "F", "F", "F"}));
+            (Events{"S GET /1 ", "S GET /2 ", "S GET /3 ", "A", "A", "A"}));
+}
+
+// A chat UI streaming a completion (server-sent events over chunked
+// encoding, as llama-server sends them): the request ends at the
+// terminating chunk, not at the first event, and the next request on the
+// kept-alive connection is a new one.
+TEST(HttpSnifferTest, StreamedEventsEndAtTheLastChunk) {
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 45\r\n\r\n{\"stream\":true,\"messages\":[{\"content\":\"hi\"}]}";
+  ASSERT_EQ(request.size() - request.find("\r\n\r\n") - 4, 45u);
+  const std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+  auto chunk = [](const std::string& data) {
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    return size + data + "\r\n";
+  };
+  Conn conn;
+  for (int round = 0; round < 2; ++round) {
+    conn.In(request);
+    conn.Out(head);
+    for (int event = 0; event < 5; ++event) {
+      conn.Out(chunk("data: {\"choices\":[{\"delta\":{\"content\":\"tok\"}}]}\n\n"));
+      EXPECT_EQ(conn.Take(), event == 0 ? Events{"S POST /v1/chat/completions "} : Events{})
+          << "round " << round << " event " << event;
+    }
+    conn.Out(chunk("data: [DONE]\n\n"));
+    EXPECT_EQ(conn.Take(), Events{});
+    conn.Out("0\r\n\r\n");
+    EXPECT_EQ(conn.Take(), Events{"F"}) << "round " << round;
+  }
+  conn.Close();
+  EXPECT_EQ(conn.Take(), Events{});
+}
+
+// A client that leaves in the middle of a stream: the server's next write
+// fails and it closes the socket; the request ends there, aborted.
+TEST(HttpSnifferTest, ClientLeavingMidStreamAbortsTheRequest) {
+  Conn conn;
+  conn.In("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}");
+  conn.Out("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n7\r\ndata: x\r\n");
+  EXPECT_EQ(conn.Take(), Events{"S POST /v1/chat/completions "});
+  conn.Close();
+  EXPECT_EQ(conn.Take(), Events{"A"});
+}
+
+// A stream without chunked encoding or a length (HTTP/1.0 style, or a
+// server that closes to end it): the close completes it.
+TEST(HttpSnifferTest, StreamDelimitedByTheCloseFinishesAtTheClose) {
+  Conn conn;
+  conn.In("GET /events HTTP/1.1\r\n\r\n");
+  conn.Out("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+  conn.Out("data: 1\n\n");
+  conn.Out("data: 2\n\n");
+  EXPECT_EQ(conn.Take(), Events{"S GET /events "});
+  conn.Close();
+  EXPECT_EQ(conn.Take(), Events{"F"});
+}
+
+// Connection: close after a whole response: finished by its length, the
+// close adds nothing.
+TEST(HttpSnifferTest, ConnectionCloseAfterAWholeResponseIsNotAnAbort) {
+  Conn conn;
+  conn.In("POST /completion HTTP/1.1\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}");
+  conn.Out("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_EQ(conn.Take(), (Events{"S POST /completion ", "F"}));
+  conn.Close();
+  EXPECT_EQ(conn.Take(), Events{});
+}
+
+// Back-to-back requests on a kept-alive connection, the second sent before
+// the first's response (pipelined) and the third after: each ends with its
+// own response, in order, and one cut by the close is aborted.
+TEST(HttpSnifferTest, PipelinedAndBackToBackEndInOrder) {
+  Conn conn;
+  conn.In("POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcPOST /b HTTP/1.1\r\n"
+          "Transfer-Encoding: chunked\r\n\r\n3\r\nxyz\r\n0\r\n\r\n");
+  EXPECT_EQ(conn.Take(), (Events{"S POST /a ", "S POST /b "}));
+  conn.Out("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1");
+  EXPECT_EQ(conn.Take(), Events{"F"});
+  conn.Out("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n2");
+  EXPECT_EQ(conn.Take(), Events{"F"});
+  conn.In("GET /c HTTP/1.1\r\n\r\n");
+  conn.Out("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n3\r\n");
+  EXPECT_EQ(conn.Take(), Events{"S GET /c "});
+  conn.Close();
+  EXPECT_EQ(conn.Take(), Events{"A"});
 }
 
 TEST(HttpSnifferTest, TooManyPipelinedRequestsIsIgnored) {
