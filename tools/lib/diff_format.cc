@@ -130,12 +130,12 @@ void AppendMeasureLine(const MeasureChoice& measure, std::string* out) {
     absl::StrAppend(out, "  measure     allocated bytes (the snapshots have no residency)\n");
   } else if (measure.used == Measure::kResident) {
     absl::StrAppend(out,
-                    "  measure     resident: bytes in RAM + swapped out (what RssAnon+VmSwap "
-                    "counts); allocated beside (--measure allocated orders by it)\n");
+                    "  measure     resident bytes (in RAM + swapped, as RssAnon+VmSwap counts); "
+                    "allocated beside\n");
   } else {
     absl::StrAppend(out,
-                    "  measure     allocated: bytes asked for, pages never touched included "
-                    "(--measure allocated); resident beside\n");
+                    "  measure     allocated bytes (asked for, pages never touched included); "
+                    "resident beside\n");
   }
 }
 

@@ -73,9 +73,10 @@ struct ByteMeasures {
 };
 
 // The measure a set of snapshots is read in, and why.
+// Default: allocated bytes of snapshots without residency, as asked.
 struct MeasureChoice {
-  Measure requested = Measure::kResident;
-  Measure used = Measure::kResident;
+  Measure requested = Measure::kAllocated;
+  Measure used = Measure::kAllocated;
   // Every snapshot has residency (HasResidency): resident and allocated can
   // be shown side by side.
   bool residency = false;

@@ -200,7 +200,8 @@ TEST_F(Residency, ByResidentTheTouchedCacheComesFirstAndSharesAreOfResidentBytes
   // Both columns, the measure's first, swapped beside them (some is); the
   // shares are of 90 MiB: 50/90 and 40/90.
   const std::string text = Text(diff);
-  EXPECT_THAT(text, HasSubstr("\n  measure     resident: bytes in RAM + swapped out"));
+  EXPECT_THAT(text, HasSubstr("\n  measure     resident bytes (in RAM + swapped, as RssAnon+VmSwap "
+                              "counts); allocated beside\n"));
   EXPECT_THAT(text, HasSubstr("\n   resident  allocated    swapped    count   share  owner (tag)\n"
                               "   50.0 MiB   50.0 MiB    2.0 MiB        1   55.6%  prompt-cache\n"
                               "   40.0 MiB  400.0 MiB        0 B        1   44.4%  compute-buffer\n"
@@ -223,7 +224,8 @@ TEST_F(Residency, ByAllocatedTheOldOrderReturns) {
   EXPECT_EQ(diff.rows[1].retained_bytes, 50 * kMiB);
   EXPECT_EQ(diff.total_retained_bytes, 450 * kMiB);
   const std::string text = Text(diff);
-  EXPECT_THAT(text, HasSubstr("\n  measure     allocated: bytes asked for"));
+  EXPECT_THAT(text, HasSubstr("\n  measure     allocated bytes (asked for, pages never touched "
+                              "included); resident beside\n"));
   EXPECT_THAT(text, HasSubstr("\n  allocated   resident    swapped    count   share  owner (tag)\n"
                               "  400.0 MiB   40.0 MiB        0 B        1   88.9%  compute-buffer\n"
                               "   50.0 MiB   50.0 MiB    2.0 MiB        1   11.1%  prompt-cache\n"))
