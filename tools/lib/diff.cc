@@ -34,7 +34,8 @@ class StackBytes {
            const ByteMeasures& bytes, int64_t count = 1) {
     Entry& entry = entries_[std::make_tuple(key, stack_id, static_cast<int>(kind), tag_id)];
     entry.by += bytes;
-    entry.bytes = static_cast<uint64_t>(std::max<int64_t>(entry.by.In(measure_), 0));
+    // Only allocations and growth are added: never below zero.
+    entry.bytes = static_cast<uint64_t>(entry.by.In(measure_));
     entry.count += count;
   }
   void FillExamples(std::vector<DiffRow>& rows) const {
