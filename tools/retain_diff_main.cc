@@ -21,6 +21,9 @@
 
 // The help strings are --help's text (FlagsHelp), written only here.
 ABSL_FLAG(std::string, by, "site", "group by site|stack|function|module|kind|tag|category");
+ABSL_FLAG(std::string, measure, "resident",
+          "count resident (+ swapped) or allocated bytes; without residency in the snapshots "
+          "(older shims): allocated");
 ABSL_FLAG(int, top, 20, "owners to show (0: all)");
 ABSL_FLAG(int, depth, 4, "callers shown under each site (--by site)");
 ABSL_FLAG(std::vector<std::string>, skip, {}, "more frames to skip when finding the site (regexes)");
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
   command.debug_dirs = absl::GetFlag(FLAGS_debug_dir);
   command.sysroot = absl::GetFlag(FLAGS_sysroot);
   command.max_snapshot_size = absl::GetFlag(FLAGS_max_snapshot_size);
+  command.measure = absl::GetFlag(FLAGS_measure);
 
   std::vector<std::string> notices;
   absl::StatusOr<DiffOutcome> outcome = RunDiffCommand(command, &notices);

@@ -28,11 +28,15 @@ using RowTable = OwnerRows<DiffRow>;
 // and the stack shares of the folded and pprof outputs.
 class StackBytes {
  public:
+  explicit StackBytes(Measure measure) : measure_(measure) {}
+  // `count`: 1 for an allocation, 0 for the growth of one already live.
   void Add(const std::string& key, uint32_t stack_id, v1::Kind kind, uint32_t tag_id,
-           uint64_t bytes) {
+           const ByteMeasures& bytes, int64_t count = 1) {
     Entry& entry = entries_[std::make_tuple(key, stack_id, static_cast<int>(kind), tag_id)];
-    entry.bytes += bytes;
-    entry.count += 1;
+    entry.by += bytes;
+    // Only allocations and growth are added: never below zero.
+    entry.bytes = static_cast<uint64_t>(entry.by.In(measure_));
+    entry.count += count;
   }
   void FillExamples(std::vector<DiffRow>& rows) const {
     absl::flat_hash_map<std::string, DiffRow*> by_key;
@@ -55,6 +59,7 @@ class StackBytes {
       share.tag_id = std::get<3>(k);
       share.bytes += static_cast<int64_t>(entry.bytes);
       share.count += entry.count;
+      share.by += entry.by;
     }
     std::vector<StackShare> shares;
     for (auto& [k, share] : merged) shares.push_back(share);
@@ -67,9 +72,11 @@ class StackBytes {
 
  private:
   struct Entry {
-    uint64_t bytes = 0;
+    uint64_t bytes = 0;  // in the measure
     int64_t count = 0;
+    ByteMeasures by;
   };
+  Measure measure_;
   absl::flat_hash_map<std::tuple<std::string, uint32_t, int, uint32_t>, Entry> entries_;
 };
 
@@ -77,60 +84,130 @@ uint64_t AnonPlusSwap(const v1::ProcessMemory& memory) {
   return memory.rss_anon() + memory.vm_swap();
 }
 
-RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after) {
+// Kinds that live in the process's anonymous memory. GPU device memory is
+// not RSS (where a driver backs it with host memory, as lavapipe does, that
+// memory is the gpu-driver-host kind); mapped files are RssFile.
+bool IsAnonKind(v1::Kind kind) {
+  return kind == v1::KIND_HEAP || kind == v1::KIND_MMAP_ANON || kind == v1::KIND_GPU_DRIVER_HOST;
+}
+
+// One snapshot's live totals per kind (KindTotals), with a sampled
+// snapshot's heap corrected from its rows: its totals count only the sampled
+// records, the estimate comes from the rows, scaled.
+absl::flat_hash_map<int, KindGrowth> LiveByKind(const v1::Snapshot& s) {
+  absl::flat_hash_map<int, KindGrowth> live;
+  for (const v1::KindTotals& totals : s.totals()) {
+    KindGrowth& g = live[totals.kind()];
+    g.kind = totals.kind();
+    g.live_bytes_growth += static_cast<int64_t>(totals.live_bytes());
+    g.live_count_growth += static_cast<int64_t>(totals.live_count());
+    g.resident_bytes_growth += static_cast<int64_t>(totals.resident_bytes());
+    g.swapped_bytes_growth += static_cast<int64_t>(totals.swapped_bytes());
+  }
+  if (s.header().sample_interval_bytes() != 0) {
+    ByteMeasures recorded;
+    ByteMeasures estimated;
+    for (const v1::AllocationBlock& block : s.allocations()) {
+      for (int i = 0; i < block.kind_size(); ++i) {
+        if (block.kind(i) != v1::KIND_HEAP) continue;
+        recorded.allocated += static_cast<int64_t>(block.size(i));
+        if (block.resident_bytes_size() > 0) {
+          recorded.resident += static_cast<int64_t>(block.resident_bytes(i));
+        }
+        if (block.swapped_bytes_size() > 0) {
+          recorded.swapped += static_cast<int64_t>(block.swapped_bytes(i));
+        }
+      }
+    }
+    for (const Allocation& a : FlattenAllocations(s)) {
+      if (a.kind == v1::KIND_HEAP) estimated.Add(a);
+    }
+    KindGrowth& g = live[v1::KIND_HEAP];
+    g.kind = v1::KIND_HEAP;
+    g.live_bytes_growth += estimated.allocated - recorded.allocated;
+    g.resident_bytes_growth += estimated.resident - recorded.resident;
+    g.swapped_bytes_growth += estimated.swapped - recorded.swapped;
+  }
+  return live;
+}
+
+int64_t InMeasure(const KindGrowth& g, Measure measure) {
+  return measure == Measure::kResident ? g.resident_bytes_growth + g.swapped_bytes_growth
+                                       : g.live_bytes_growth;
+}
+
+RssLevel LevelOf(const v1::Snapshot& s, const absl::flat_hash_map<int, KindGrowth>& live,
+                 Measure measure) {
+  RssLevel level;
+  level.anon_swap = static_cast<int64_t>(AnonPlusSwap(s.memory()));
+  for (const auto& [kind, g] : live) {
+    if (IsAnonKind(g.kind)) level.tracked_anon += InMeasure(g, measure);
+  }
+  level.allocator_free_held = static_cast<int64_t>(s.memory().malloc_free_held());
+  level.untracked = level.anon_swap - level.tracked_anon - level.allocator_free_held;
+  return level;
+}
+
+std::string AddsUpProblem(const RssLevel& level, const std::string& name) {
+  if (level.untracked >= 0) return "";
+  return absl::StrCat("the RSS explanation of ", name, " does not add up: tracked resident ",
+                      HumanBytes(static_cast<uint64_t>(std::max<int64_t>(level.tracked_anon, 0))),
+                      " + allocator-held free ",
+                      HumanBytes(static_cast<uint64_t>(level.allocator_free_held)),
+                      " exceed RssAnon+VmSwap ",
+                      HumanBytes(static_cast<uint64_t>(level.anon_swap)), " by ",
+                      HumanBytes(static_cast<uint64_t>(-level.untracked)),
+                      " (a bug in the snapshot or in retain-diff: resident bytes are memory)");
+}
+
+RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after, Measure measure,
+                          const DiffOptions& options) {
   static const v1::Snapshot* const kEmpty = new v1::Snapshot();
   const v1::Snapshot& b = before != nullptr ? *before : *kEmpty;
   RssExplanation rss;
+  rss.measure = measure;
   rss.vm_rss_growth =
       static_cast<int64_t>(after.memory().vm_rss()) - static_cast<int64_t>(b.memory().vm_rss());
   rss.anon_swap_growth = static_cast<int64_t>(AnonPlusSwap(after.memory())) -
                          static_cast<int64_t>(AnonPlusSwap(b.memory()));
-  absl::flat_hash_map<int, KindGrowth> growth;
-  for (const v1::KindTotals& totals : after.totals()) {
-    KindGrowth& g = growth[totals.kind()];
-    g.kind = totals.kind();
-    g.live_bytes_growth += static_cast<int64_t>(totals.live_bytes());
-    g.live_count_growth += static_cast<int64_t>(totals.live_count());
+  const absl::flat_hash_map<int, KindGrowth> after_live = LiveByKind(after);
+  const absl::flat_hash_map<int, KindGrowth> before_live = LiveByKind(b);
+  absl::flat_hash_map<int, KindGrowth> growth = after_live;
+  for (const auto& [kind, x] : before_live) {
+    KindGrowth& g = growth[kind];
+    g.kind = x.kind;
+    g.live_bytes_growth -= x.live_bytes_growth;
+    g.live_count_growth -= x.live_count_growth;
+    g.resident_bytes_growth -= x.resident_bytes_growth;
+    g.swapped_bytes_growth -= x.swapped_bytes_growth;
   }
-  for (const v1::KindTotals& totals : b.totals()) {
-    KindGrowth& g = growth[totals.kind()];
-    g.kind = totals.kind();
-    g.live_bytes_growth -= static_cast<int64_t>(totals.live_bytes());
-    g.live_count_growth -= static_cast<int64_t>(totals.live_count());
+  for (auto& [kind, g] : growth) {
+    g.measured_growth = InMeasure(g, measure);
+    rss.tracked.push_back(g);
   }
-  // A sampled snapshot's heap totals count only the sampled records; the
-  // estimate comes from the rows, scaled.
-  for (const v1::Snapshot* s : {&b, &after}) {
-    if (s->header().sample_interval_bytes() == 0) continue;
-    const int64_t sign = s == &after ? 1 : -1;
-    int64_t recorded = 0;
-    int64_t estimated = 0;
-    for (const Allocation& a : FlattenAllocations(*s)) {
-      if (a.kind != v1::KIND_HEAP) continue;
-      recorded += static_cast<int64_t>(a.recorded_size);
-      estimated += static_cast<int64_t>(a.size);
-    }
-    KindGrowth& g = growth[v1::KIND_HEAP];
-    g.kind = v1::KIND_HEAP;
-    g.live_bytes_growth += sign * (estimated - recorded);
-  }
-  for (const auto& [kind, g] : growth) rss.tracked.push_back(g);
   std::sort(rss.tracked.begin(), rss.tracked.end(),
             [](const KindGrowth& x, const KindGrowth& y) { return x.kind < y.kind; });
-  for (const KindGrowth& g : rss.tracked) {
-    // Kinds that live in the process's anonymous memory. GPU device memory
-    // is not RSS (where a driver backs it with host memory, as lavapipe
-    // does, that memory is the gpu-driver-host kind); mapped files are
-    // RssFile.
-    if (g.kind == v1::KIND_HEAP || g.kind == v1::KIND_MMAP_ANON ||
-        g.kind == v1::KIND_GPU_DRIVER_HOST) {
-      rss.tracked_anon_growth += g.live_bytes_growth;
-    }
-  }
-  rss.allocator_retained_growth = static_cast<int64_t>(after.memory().malloc_free_held()) -
-                                  static_cast<int64_t>(b.memory().malloc_free_held());
+  rss.after_level = LevelOf(after, after_live, measure);
+  rss.before_level = LevelOf(b, before_live, measure);
+  rss.has_before = before != nullptr;
+  // Growth is the difference of the levels, so it adds up the same way:
+  // tracked + allocator-retained + untracked growth == anon_swap_growth.
+  rss.tracked_anon_growth = rss.after_level.tracked_anon - rss.before_level.tracked_anon;
+  rss.allocator_retained_growth =
+      rss.after_level.allocator_free_held - rss.before_level.allocator_free_held;
   rss.untracked_growth =
       rss.anon_swap_growth - rss.tracked_anon_growth - rss.allocator_retained_growth;
+  if (measure == Measure::kResident) {
+    // Memory is never negative: a negative rest is reported, never clamped.
+    std::vector<std::string> problems;
+    if (rss.has_before) problems.push_back(AddsUpProblem(rss.before_level, options.before_name));
+    problems.push_back(AddsUpProblem(rss.after_level, options.after_name));
+    for (const std::string& problem : problems) {
+      if (problem.empty()) continue;
+      if (!rss.adds_up_warning.empty()) absl::StrAppend(&rss.adds_up_warning, "; ");
+      absl::StrAppend(&rss.adds_up_warning, problem);
+    }
+  }
   rss.degraded = IsDegraded(after) || (before != nullptr && IsDegraded(*before));
   if (rss.anon_swap_growth > 0 && !rss.degraded) {
     double share =
@@ -151,70 +228,113 @@ void SortRows(std::vector<DiffRow>& rows) {
 void Live(const v1::Snapshot& after, OwnerResolver& owners, RowTable& table, StackBytes& examples) {
   ForEachOwnedAllocation(after, owners, [&](const Allocation& a, const Owner& owner) {
     DiffRow& row = table.Get(owner);
-    row.retained_bytes += static_cast<int64_t>(a.size);
+    row.retained.Add(a);
     row.retained_count += 1;
-    examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, a.size);
+    ByteMeasures bytes;
+    bytes.Add(a);
+    examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, bytes);
   });
 }
 
-void Exact(const v1::Snapshot& before, const v1::Snapshot& after, OwnerResolver& owners,
-           RowTable& table, StackBytes& examples) {
+void Exact(const v1::Snapshot& before, const v1::Snapshot& after, Measure measure,
+           OwnerResolver& owners, RowTable& table, StackBytes& examples) {
   const uint64_t born_after = before.header().next_birth_sequence();
   const std::vector<Allocation> after_rows = FlattenAllocations(after);
+  const std::vector<Allocation> before_rows = FlattenAllocations(before);
   absl::flat_hash_set<std::pair<uint64_t, uint64_t>> still_live;
   still_live.reserve(after_rows.size());
   for (const Allocation& a : after_rows) still_live.insert({a.address, a.birth_sequence});
+  // Resident measure: an allocation live in both counts the change of its
+  // pages (touched, swapped, dropped) between the snapshots.
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, const Allocation*> in_before;
+  if (measure == Measure::kResident) {
+    in_before.reserve(before_rows.size());
+    for (const Allocation& a : before_rows) in_before[{a.address, a.birth_sequence}] = &a;
+  }
+  auto change = [&](const Allocation& a) {
+    ByteMeasures d;
+    auto it = in_before.find({a.address, a.birth_sequence});
+    if (it == in_before.end()) return d;
+    d.resident = static_cast<int64_t>(a.resident_bytes) -
+                 static_cast<int64_t>(it->second->resident_bytes);
+    d.swapped =
+        static_cast<int64_t>(a.swapped_bytes) - static_cast<int64_t>(it->second->swapped_bytes);
+    return d;
+  };
   ForEachOwnedAllocationIf(
       after, after_rows, owners,
-      [&](const Allocation& a) { return a.birth_sequence >= born_after; },
+      [&](const Allocation& a) {
+        return a.birth_sequence >= born_after ||
+               (measure == Measure::kResident && change(a).In(measure) != 0);
+      },
       [&](const Allocation& a, const Owner& owner) {
         DiffRow& row = table.Get(owner);
-        row.retained_bytes += static_cast<int64_t>(a.size);
-        row.retained_count += 1;
-        examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, a.size);
+        if (a.birth_sequence >= born_after) {
+          row.retained.Add(a);
+          row.retained_count += 1;
+          ByteMeasures bytes;
+          bytes.Add(a);
+          examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, bytes);
+          return;
+        }
+        ByteMeasures d = change(a);
+        if (d.In(measure) > 0) {
+          row.retained += d;
+          examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, d, 0);
+        } else {
+          d.resident = -d.resident;
+          d.swapped = -d.swapped;
+          row.released += d;
+        }
       });
   ForEachOwnedAllocationIf(
-      before, FlattenAllocations(before), owners,
+      before, before_rows, owners,
       [&](const Allocation& a) { return !still_live.contains({a.address, a.birth_sequence}); },
       [&](const Allocation& a, const Owner& owner) {
         DiffRow& row = table.Get(owner);
-        row.released_bytes += static_cast<int64_t>(a.size);
+        row.released.Add(a);
         row.released_count += 1;
       });
 }
 
-void Aggregate(const v1::Snapshot& before, const v1::Snapshot& after, OwnerResolver& owners,
-               RowTable& table, StackBytes& examples) {
+void Aggregate(const v1::Snapshot& before, const v1::Snapshot& after, Measure measure,
+               OwnerResolver& owners, RowTable& table, StackBytes& examples) {
   struct Live {
-    int64_t bytes = 0;
+    ByteMeasures bytes;
     int64_t count = 0;
   };
   absl::flat_hash_map<std::string, Live> before_live;
   absl::flat_hash_map<std::string, Owner> before_owner;
   ForEachOwnedAllocation(before, owners, [&](const Allocation& a, const Owner& owner) {
     Live& live = before_live[owner.key];
-    live.bytes += static_cast<int64_t>(a.size);
+    live.bytes.Add(a);
     live.count += 1;
     before_owner.emplace(owner.key, owner);
   });
   absl::flat_hash_map<std::string, Live> after_live;
   ForEachOwnedAllocation(after, owners, [&](const Allocation& a, const Owner& owner) {
     Live& live = after_live[owner.key];
-    live.bytes += static_cast<int64_t>(a.size);
+    live.bytes.Add(a);
     live.count += 1;
     table.Get(owner);
-    examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, a.size);
+    ByteMeasures bytes;
+    bytes.Add(a);
+    examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, bytes);
   });
   for (const auto& [key, owner] : before_owner) table.Get(owner);
   std::vector<DiffRow> rows = table.Take();
   for (DiffRow& row : rows) {
-    Live b = before_live[row.owner.key];
-    Live a = after_live[row.owner.key];
-    if (a.bytes >= b.bytes) {
-      row.retained_bytes = a.bytes - b.bytes;
+    const Live b = before_live[row.owner.key];
+    const Live a = after_live[row.owner.key];
+    ByteMeasures d = a.bytes;
+    d.allocated -= b.bytes.allocated;
+    d.resident -= b.bytes.resident;
+    d.swapped -= b.bytes.swapped;
+    if (d.In(measure) >= 0) {
+      row.retained = d;
       row.retained_count = std::max<int64_t>(a.count - b.count, 0);
     } else {
-      row.released_bytes = b.bytes - a.bytes;
+      row.released = {-d.allocated, -d.resident, -d.swapped};
       row.released_count = std::max<int64_t>(b.count - a.count, 0);
     }
   }
@@ -315,8 +435,16 @@ absl::StatusOr<DiffResult> ComputeDiff(const v1::Snapshot* before, const v1::Sna
   result.after = &after;
   result.estimated = after.header().sample_interval_bytes() != 0 ||
                      (before != nullptr && before->header().sample_interval_bytes() != 0);
+  std::vector<const v1::Snapshot*> read = {&after};
+  std::vector<std::string> names = {options.after_name};
+  if (before != nullptr) {
+    read.insert(read.begin(), before);
+    names.insert(names.begin(), options.before_name);
+  }
+  result.measure = ChooseMeasure(options.measure, read, names);
+  const Measure measure = result.measure.used;
   RowTable table;
-  StackBytes examples;
+  StackBytes examples(measure);
   if (before == nullptr) {
     result.mode = DiffMode::kLive;
     result.mode_reason = "one snapshot: everything live, by owner";
@@ -341,27 +469,31 @@ absl::StatusOr<DiffResult> ComputeDiff(const v1::Snapshot* before, const v1::Sna
       result.mode = DiffMode::kExact;
       result.mode_reason = reason + ": exact, by birth sequence";
       owners.SetKeysWithoutLines(false);
-      Exact(*before, after, owners, table, examples);
+      Exact(*before, after, measure, owners, table, examples);
     } else {
       result.mode = DiffMode::kAggregate;
       result.mode_reason = reason + ": live bytes per owner compared by function";
       owners.SetKeysWithoutLines(true);
-      Aggregate(*before, after, owners, table, examples);
+      Aggregate(*before, after, measure, owners, table, examples);
     }
     result.seconds_between = (static_cast<double>(after.header().time_unix_ns()) -
                               static_cast<double>(before->header().time_unix_ns())) /
                              1e9;
     result.requests_between = RequestsBetween(*before, after);
   }
-  result.rss = ExplainRss(before, after);
+  result.rss = ExplainRss(before, after, measure, options);
   result.rows = table.Take();
+  for (DiffRow& row : result.rows) {
+    row.retained_bytes = row.retained.In(measure);
+    row.released_bytes = row.released.In(measure);
+  }
   examples.FillExamples(result.rows);
   SortRows(result.rows);
   if (result.mode == DiffMode::kAggregate) {
     for (const DiffRow& row : result.rows) {
       if (row.retained_bytes <= 0) continue;
-      result.retained_stacks.push_back(
-          {row.example_stack_id, row.example_kind, 0, row.retained_bytes, row.retained_count});
+      result.retained_stacks.push_back({row.example_stack_id, row.example_kind, 0,
+                                        row.retained_bytes, row.retained_count, row.retained});
     }
   } else {
     result.retained_stacks = examples.Shares();
@@ -371,6 +503,8 @@ absl::StatusOr<DiffResult> ComputeDiff(const v1::Snapshot* before, const v1::Sna
     result.total_retained_count += row.retained_count;
     result.total_released_bytes += row.released_bytes;
     result.total_released_count += row.released_count;
+    result.total_retained += row.retained;
+    result.total_released += row.released;
   }
   return result;
 }

@@ -11,6 +11,16 @@
 //   aggregate  different processes or builds: live bytes per owner in each,
 //              subtracted. Owner keys are symbolized and carry no addresses
 //              or lines, so build A and build B line up by function.
+//
+// Bytes are counted in a measure (measure.h): resident (+ swapped) by
+// default, allocated on request or when a snapshot has no residency. Rows,
+// shares, totals, stack shares and the RSS explanation's tracked bytes are
+// in that measure; every row also carries all three figures (ByteMeasures).
+// In exact mode under the resident measure an allocation live in both
+// snapshots whose pages were touched (or dropped) in between counts too: its
+// growth is retained, its shrinking released, with no count (the allocation
+// itself is not new). Under the allocated measure such an allocation counts
+// nothing, as before.
 #ifndef RETAIN_TOOLS_LIB_DIFF_H_
 #define RETAIN_TOOLS_LIB_DIFF_H_
 
@@ -20,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "retain.pb.h"
+#include "tools/lib/measure.h"
 #include "tools/lib/owner.h"
 
 namespace retain::tool {
@@ -29,10 +40,14 @@ const char* DiffModeName(DiffMode mode);
 
 struct DiffRow {
   Owner owner;
+  // In the measure (DiffResult::measure).
   int64_t retained_bytes = 0;  // exact: born after `before`, live in `after`;
   int64_t retained_count = 0;  // aggregate: positive growth; live: live
   int64_t released_bytes = 0;  // exact: live in `before`, gone from `after`
   int64_t released_count = 0;  // aggregate: negative growth (as a positive number)
+  // The same, in every measure: retained.In(measure) == retained_bytes.
+  ByteMeasures retained;
+  ByteMeasures released;
   // retained - released.
   int64_t net_bytes() const { return retained_bytes - released_bytes; }
   // The stack (of `after`) holding the most retained bytes of this owner.
@@ -48,8 +63,9 @@ struct StackShare {
   uint32_t stack_id = 0;
   v1::Kind kind = v1::KIND_UNSPECIFIED;
   uint32_t tag_id = 0;
-  int64_t bytes = 0;
+  int64_t bytes = 0;  // in the measure
   int64_t count = 0;
+  ByteMeasures by;  // bytes in every measure
 };
 
 // Per-kind growth of the KindTotals live bytes (after - before).
@@ -57,6 +73,23 @@ struct KindGrowth {
   v1::Kind kind = v1::KIND_UNSPECIFIED;
   int64_t live_bytes_growth = 0;
   int64_t live_count_growth = 0;
+  int64_t resident_bytes_growth = 0;  // KindTotals.resident_bytes
+  int64_t swapped_bytes_growth = 0;   // KindTotals.swapped_bytes
+  // live_bytes_growth, or resident + swapped: in the measure.
+  int64_t measured_growth = 0;
+};
+
+// Where one snapshot's anonymous memory is, in the measure:
+// tracked_anon + allocator_free_held + untracked == anon_swap, exactly.
+// Under the resident measure every term is memory, so none may be negative:
+// a negative `untracked` is a bug in the snapshot or in the arithmetic
+// (RssExplanation::adds_up_warning). Under the allocated measure tracked
+// bytes include address space never touched, and untracked may go negative.
+struct RssLevel {
+  int64_t anon_swap = 0;            // RssAnon + VmSwap
+  int64_t tracked_anon = 0;         // heap + mmap-anon + gpu-driver-host
+  int64_t allocator_free_held = 0;  // mallinfo2 fordblks
+  int64_t untracked = 0;            // the rest
 };
 
 // Why RSS grew, as far as the snapshots can tell.
@@ -64,6 +97,7 @@ struct RssExplanation {
   int64_t vm_rss_growth = 0;
   int64_t anon_swap_growth = 0;  // (RssAnon + VmSwap) after - before
   std::vector<KindGrowth> tracked;
+  Measure measure = Measure::kAllocated;  // of the tracked bytes
   int64_t tracked_anon_growth = 0;  // heap + mmap-anon + host GPU kinds
   int64_t allocator_retained_growth = 0;  // glibc free-but-held (mallinfo2 fordblks)
   int64_t untracked_growth = 0;  // anon_swap_growth - tracked_anon - allocator_retained
@@ -74,6 +108,13 @@ struct RssExplanation {
   // A snapshot's shim dropped records (ShimHealth.degraded): tracked growth
   // misses them and untracked growth counts them.
   bool degraded = false;
+  // The levels at `after` and (two snapshots) at `before`.
+  RssLevel after_level;
+  RssLevel before_level;
+  bool has_before = false;
+  // Non-empty when, under the resident measure, a level's untracked rest is
+  // negative: one line naming the snapshot and the terms. Never clamped.
+  std::string adds_up_warning;
 };
 
 struct DiffResult {
@@ -94,11 +135,22 @@ struct DiffResult {
   int64_t total_released_count = 0;
   // Sampling rates differ from 0: byte figures are estimates.
   bool estimated = false;
+  // The measure the bytes are in, the one asked for, and the fallback line.
+  MeasureChoice measure;
+  // Totals in every measure (total_retained_bytes == total_retained.In(...)).
+  ByteMeasures total_retained;
+  ByteMeasures total_released;
 };
 
 struct DiffOptions {
   // Diff snapshots of two unrelated programs (different executables).
   bool force = false;
+  // The measure asked for; allocated is used when a snapshot has no
+  // residency (DiffResult::measure.fallback_warning says so, naming the
+  // snapshots by these names).
+  Measure measure = Measure::kResident;
+  std::string before_name = "before";
+  std::string after_name = "after";
 };
 
 // `before` may be null (live mode). Errors: unrelated programs without

@@ -14,6 +14,7 @@
 #include "tools/lib/cli.h"
 #include "tools/lib/diff_format.h"
 #include "tools/lib/input_file.h"
+#include "tools/lib/measure.h"
 #include "tools/lib/pprof_writer.h"
 #include "tools/lib/rules.h"
 #include "tools/lib/snapshot_reader.h"
@@ -52,6 +53,10 @@ absl::StatusOr<DiffPlan> PlanDiffCommand(const DiffCommand& command) {
   if (!ParseGroupBy(command.by, &plan.by)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--by: '", command.by, "' is not site, stack, function, module, kind, tag or category"));
+  }
+  if (!ParseMeasure(command.measure, &plan.measure)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--measure: '", command.measure, "' is not resident or allocated"));
   }
   const size_t count = command.paths.size();
   if (command.trend ? count < 3 : (count == 0 || count > 2)) {
@@ -213,6 +218,12 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
     absl::StatusOr<TrendResult> result = builder->Finish();
     if (!result.ok()) return result.status();
     format.warnings = symbolizer.TakeWarnings();
+    // The trend engine counts allocated bytes; with residency to show, say
+    // it rather than let the rows pass for resident ones.
+    if (ChooseMeasure(plan->measure, read, names).used == Measure::kResident) {
+      format.warnings.insert(format.warnings.begin(),
+                             "--trend counts allocated bytes: trends do not follow --measure yet");
+    }
     outcome.output = plan->output == DiffOutput::kJson ? FormatTrendJson(*result, format)
                                                        : FormatTrendText(*result, format);
     over = TrendOverFailOver(*result, plan->fail_over);
@@ -220,9 +231,15 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
     const v1::Snapshot* before = snapshots.size() == 2 ? snapshots[0].get() : nullptr;
     DiffOptions diff_options;
     diff_options.force = command.force;
+    diff_options.measure = plan->measure;
+    if (before != nullptr) diff_options.before_name = names[0];
+    diff_options.after_name = names.back();
     absl::StatusOr<DiffResult> result =
         ComputeDiff(before, *snapshots.back(), **owners, diff_options);
     if (!result.ok()) return result.status();
+    if (!result->rss.adds_up_warning.empty() && plan->output != DiffOutput::kTable) {
+      notices->push_back(absl::StrCat("warning: ", result->rss.adds_up_warning));
+    }
     if (plan->output == DiffOutput::kFolded) outcome.output = FormatDiffFolded(*result, **owners);
     if (!command.pprof.empty()) {
       absl::Status written = WritePprofFile(DiffProfile(*result), symbolizer, command.pprof);

@@ -52,9 +52,10 @@ struct DiffCommand {
   std::vector<std::string> debug_dirs;
   std::string sysroot;
   std::string max_snapshot_size = "1GiB";
+  std::string measure = "resident";  // resident | allocated (measure.h)
 };
 
-// --fail-over SIZE or SIZE/request.
+// --fail-over SIZE or SIZE/request (in the measure: --measure).
 struct FailOver {
   bool set = false;
   bool per_request = false;  // "SIZE/request": a linear owner's slope, --trend only
@@ -71,9 +72,11 @@ struct DiffPlan {
   GroupBy by = GroupBy::kSite;
   DiffOutput output = DiffOutput::kTable;
   FailOver fail_over;
+  Measure measure = Measure::kResident;
 };
 
-// The checks that need no file: --by is a grouping; one or two snapshots
+// The checks that need no file: --by is a grouping; --measure is resident
+// or allocated; one or two snapshots
 // (three or more with --trend); --json or --folded, not both; --folded and
 // --pprof not with --trend; --top and --depth not negative; --fail-over
 // parses, SIZE/request only with --trend; standard input named at most once
@@ -107,7 +110,11 @@ struct DiffOutcome {
 // standard error (each printed as "retain-diff: <line>") are appended to
 // `notices` as they arise, so those said before an error stay said: the
 // degraded warning when the output is JSON or folded (the table shows it on
-// top), then the --fail-over verdicts.
+// top), an RSS explanation that does not add up (likewise), then the
+// --fail-over verdicts. The resident measure's fallback to allocated bytes
+// (snapshots without residency) is said in the output only: one line in the
+// table, "measure_fallback" in JSON, a comment in pprof.
+
 absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
                                            std::vector<std::string>* notices);
 

@@ -67,10 +67,12 @@ std::string JsonSnapshotRef(const v1::Snapshot& snapshot) {
                       ",\"dropped_bytes\":", snapshot.health().dropped_bytes(), "}");
 }
 
-// The "warnings" array: the degraded warning first, then the symbolizer's.
-std::string JsonWarnings(const FormatOptions& options) {
+// The "warnings" array: the degraded warning first, then `more` (an RSS
+// explanation that does not add up), then the symbolizer's.
+std::string JsonWarnings(const FormatOptions& options, const std::string& more = "") {
   std::vector<std::string> warnings;
   if (!options.degraded_warning.empty()) warnings.push_back(JsonString(options.degraded_warning));
+  if (!more.empty()) warnings.push_back(JsonString(more));
   for (const std::string& warning : options.warnings) warnings.push_back(JsonString(warning));
   return absl::StrCat("[", absl::StrJoin(warnings, ","), "]");
 }
@@ -123,6 +125,66 @@ std::string VerdictDetail(const TrendFit& fit, absl::string_view unit) {
   return "";
 }
 
+// Signed bytes without a '+': "-1.0 MiB" below zero (a byte figure that
+// should not be negative shows as it is, never clamped).
+std::string Bytes(int64_t bytes) {
+  return bytes < 0 ? "-" + HumanBytes(static_cast<uint64_t>(-bytes))
+                   : HumanBytes(static_cast<uint64_t>(bytes));
+}
+
+// The measure the table is not sorted by, shown beside it (only when the
+// snapshots have residency: without it there is one measure).
+Measure OtherMeasure(Measure measure) {
+  return measure == Measure::kResident ? Measure::kAllocated : Measure::kResident;
+}
+
+// The header's measure line: which bytes, and how to get the other ones. A
+// fallback is a warning: the resident measure was asked for and cannot be
+// had.
+void AppendMeasureLine(const MeasureChoice& measure, std::string* out) {
+  if (!measure.fallback_warning.empty()) {
+    absl::StrAppend(out, "  warning     ", measure.fallback_warning, "\n");
+  } else if (!measure.residency) {
+    absl::StrAppend(out, "  measure     allocated bytes (the snapshots have no residency)\n");
+  } else if (measure.used == Measure::kResident) {
+    absl::StrAppend(out,
+                    "  measure     resident bytes (in RAM + swapped, as RssAnon+VmSwap counts); "
+                    "allocated beside\n");
+  } else {
+    absl::StrAppend(out,
+                    "  measure     allocated bytes (asked for, pages never touched included); "
+                    "resident beside\n");
+  }
+}
+
+// A kind's growth on the "tracked" line: in the measure, and with residency
+// the other measure (and swapped bytes, when any) beside it.
+std::string KindGrowthText(const KindGrowth& kind, const MeasureChoice& measure) {
+  std::string text = absl::StrCat(KindName(kind.kind), " ", SignedBytes(kind.measured_growth));
+  if (!measure.residency) return text;
+  const int64_t other = measure.used == Measure::kResident
+                            ? kind.live_bytes_growth
+                            : kind.resident_bytes_growth + kind.swapped_bytes_growth;
+  absl::StrAppend(&text, " (", MeasureName(OtherMeasure(measure.used)), " ", SignedBytes(other));
+  if (kind.swapped_bytes_growth != 0) {
+    absl::StrAppend(&text, ", swapped ", SignedBytes(kind.swapped_bytes_growth));
+  }
+  absl::StrAppend(&text, ")");
+  return text;
+}
+
+std::string JsonBytes(const char* prefix, const ByteMeasures& bytes) {
+  return absl::StrCat(",\"", prefix, "_allocated_bytes\":", bytes.allocated, ",\"", prefix,
+                      "_resident_bytes\":", bytes.resident, ",\"", prefix,
+                      "_swapped_bytes\":", bytes.swapped);
+}
+
+std::string JsonLevel(const RssLevel& level) {
+  return absl::StrCat("{\"anon_swap\":", level.anon_swap, ",\"tracked_anon\":", level.tracked_anon,
+                      ",\"allocator_free_held\":", level.allocator_free_held,
+                      ",\"untracked\":", level.untracked, "}");
+}
+
 }  // namespace
 
 std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options) {
@@ -147,13 +209,14 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   if (diff.estimated) {
     absl::StrAppend(&out, "  note        sampled snapshots: byte figures are estimates\n");
   }
+  AppendMeasureLine(diff.measure, &out);
   const RssExplanation& rss = diff.rss;
   const char* growth = diff.before == nullptr ? "" : " growth";
   absl::StrAppend(&out, "  RSS         VmRSS ", SignedBytes(rss.vm_rss_growth), ", RssAnon+VmSwap ",
                   SignedBytes(rss.anon_swap_growth), "\n");
   std::vector<std::string> kinds;
   for (const KindGrowth& kind : rss.tracked) {
-    kinds.push_back(absl::StrCat(KindName(kind.kind), " ", SignedBytes(kind.live_bytes_growth)));
+    kinds.push_back(KindGrowthText(kind, diff.measure));
   }
   absl::StrAppend(&out, "  tracked     ", kinds.empty() ? "nothing" : absl::StrJoin(kinds, ", "),
                   "\n");
@@ -162,6 +225,17 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   absl::StrAppend(&out, "  untracked   ", SignedBytes(rss.untracked_growth),
                   " of anonymous memory no allocation explains",
                   rss.degraded ? " (the dropped records' share included)" : "", "\n");
+  if (diff.measure.residency && diff.measure.used == Measure::kResident) {
+    // The level at `after`, every term memory: it adds up exactly.
+    const RssLevel& level = rss.after_level;
+    absl::StrAppend(&out, "  adds up     ", diff.before == nullptr ? "" : "at after: ",
+                    "tracked resident ", Bytes(level.tracked_anon), " + allocator-held free ",
+                    Bytes(level.allocator_free_held), " + untracked ", Bytes(level.untracked),
+                    " = RssAnon+VmSwap ", Bytes(level.anon_swap), "\n");
+  }
+  if (!rss.adds_up_warning.empty()) {
+    absl::StrAppend(&out, "  warning     ", rss.adds_up_warning, "\n");
+  }
   if (rss.degraded) {
     absl::StrAppend(&out,
                     "  explained   not computed: the shim dropped records (see WARNING above)\n");
@@ -176,26 +250,42 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
 
   const bool live = diff.before == nullptr;
   const size_t shown = RowLimit(diff.rows.size(), options.top);
-  absl::StrAppend(&out, PadLeft(live ? "live" : "retained", 11), PadLeft("count", 9),
-                  PadLeft("share", 8));
+  // Columns: the measure's bytes (retained or live), with residency the
+  // other measure's beside them (and swapped bytes when any), count, share
+  // (of the measure), released (in the measure).
+  const MeasureChoice& measure = diff.measure;
+  const bool both = measure.residency;
+  const Measure other = OtherMeasure(measure.used);
+  const bool swapped = both && diff.total_retained.swapped != 0;
+  auto byte_columns = [&](int64_t bytes, const ByteMeasures& by) {
+    std::string text = PadLeft(Bytes(bytes), 11);
+    if (both) absl::StrAppend(&text, PadLeft(Bytes(by.In(other)), 11));
+    if (swapped) absl::StrAppend(&text, PadLeft(Bytes(by.swapped), 11));
+    return text;
+  };
+  std::string header = PadLeft(
+      both ? MeasureName(measure.used) : (live ? "live" : "retained"), 11);
+  if (both) absl::StrAppend(&header, PadLeft(MeasureName(other), 11));
+  if (swapped) absl::StrAppend(&header, PadLeft("swapped", 11));
+  absl::StrAppend(&out, header, PadLeft("count", 9), PadLeft("share", 8));
   if (!live) absl::StrAppend(&out, PadLeft("released", 11));
   absl::StrAppend(&out, "  owner (", GroupByName(options.by), ")\n");
+  const size_t indent = header.size() + 9 + 8 + (live ? 0 : 11) + 2;
   for (size_t i = 0; i < shown; ++i) {
     const DiffRow& row = diff.rows[i];
     double share = diff.total_retained_bytes > 0 ? static_cast<double>(row.retained_bytes) /
                                                        static_cast<double>(diff.total_retained_bytes)
                                                  : 0;
-    absl::StrAppend(&out, PadLeft(HumanBytes(static_cast<uint64_t>(row.retained_bytes)), 11),
+    absl::StrAppend(&out, byte_columns(row.retained_bytes, row.retained),
                     PadLeft(absl::StrCat(row.retained_count), 9), PadLeft(Percent(share), 8));
     if (!live) {
-      absl::StrAppend(&out, PadLeft(HumanBytes(static_cast<uint64_t>(row.released_bytes)), 11));
+      absl::StrAppend(&out, PadLeft(Bytes(row.released_bytes), 11));
     }
     absl::StrAppend(&out, "  ", row.owner.display);
     if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
       absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
     }
     absl::StrAppend(&out, "\n");
-    const size_t indent = live ? 30 : 41;
     for (const std::string& caller : row.owner.chain) {
       absl::StrAppend(&out, std::string(indent, ' '), "<- ", caller, "\n");
     }
@@ -203,11 +293,10 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   if (shown < diff.rows.size()) {
     absl::StrAppend(&out, "  ... ", diff.rows.size() - shown, " more owners (--top)\n");
   }
-  absl::StrAppend(&out, PadLeft(HumanBytes(static_cast<uint64_t>(diff.total_retained_bytes)), 11),
+  absl::StrAppend(&out, byte_columns(diff.total_retained_bytes, diff.total_retained),
                   PadLeft(absl::StrCat(diff.total_retained_count), 9), PadLeft("", 8));
   if (!live) {
-    absl::StrAppend(&out,
-                    PadLeft(HumanBytes(static_cast<uint64_t>(diff.total_released_bytes)), 11));
+    absl::StrAppend(&out, PadLeft(Bytes(diff.total_released_bytes), 11));
   }
   absl::StrAppend(&out, "  total\n");
   return out;
@@ -217,9 +306,12 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
   const RssExplanation& rss = diff.rss;
   std::vector<std::string> kinds;
   for (const KindGrowth& kind : rss.tracked) {
-    kinds.push_back(absl::StrCat("{\"kind\":", JsonString(KindName(kind.kind)),
-                                 ",\"live_bytes\":", kind.live_bytes_growth,
-                                 ",\"live_count\":", kind.live_count_growth, "}"));
+    kinds.push_back(absl::StrCat(
+        "{\"kind\":", JsonString(KindName(kind.kind)), ",\"live_bytes\":", kind.live_bytes_growth,
+        ",\"live_count\":", kind.live_count_growth,
+        ",\"resident_bytes\":", kind.resident_bytes_growth,
+        ",\"swapped_bytes\":", kind.swapped_bytes_growth,
+        ",\"measured_bytes\":", kind.measured_growth, "}"));
   }
   std::vector<std::string> rows;
   const size_t shown = RowLimit(diff.rows.size(), options.top);
@@ -230,7 +322,9 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
                                 ",\"retained_count\":", row.retained_count,
                                 ",\"released_bytes\":", row.released_bytes,
                                 ",\"released_count\":", row.released_count,
-                                ",\"net_bytes\":", row.net_bytes(), "}"));
+                                ",\"net_bytes\":", row.net_bytes(),
+                                JsonBytes("retained", row.retained),
+                                JsonBytes("released", row.released), "}"));
   }
   return absl::StrCat(
       "{\"schema\":\"retain-diff/1\",\"mode\":", JsonString(DiffModeName(diff.mode)),
@@ -242,17 +336,27 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
       diff.requests_between < 0 ? "null" : absl::StrCat(diff.requests_between),
       ",\"estimated\":", diff.estimated ? "true" : "false",
       ",\"degraded\":", options.degraded_warning.empty() ? "false" : "true",
+      ",\"measure\":", JsonString(MeasureName(diff.measure.used)),
+      ",\"measure_requested\":", JsonString(MeasureName(diff.measure.requested)),
+      ",\"residency_measured\":", diff.measure.residency ? "true" : "false",
+      ",\"measure_fallback\":",
+      diff.measure.fallback_warning.empty() ? "null" : JsonString(diff.measure.fallback_warning),
       ",\"rss\":{\"vm_rss_growth\":", rss.vm_rss_growth,
       ",\"anon_swap_growth\":", rss.anon_swap_growth, ",\"tracked\":[", absl::StrJoin(kinds, ","),
       "]", ",\"tracked_anon_growth\":", rss.tracked_anon_growth,
       ",\"allocator_retained_growth\":", rss.allocator_retained_growth,
       ",\"untracked_growth\":", rss.untracked_growth,
       ",\"explained_share\":", rss.explained_share < 0 ? "null" : JsonDouble(rss.explained_share),
+      ",\"after_level\":", JsonLevel(rss.after_level),
+      ",\"before_level\":", rss.has_before ? JsonLevel(rss.before_level) : "null",
+      ",\"adds_up\":", rss.adds_up_warning.empty() ? "true" : "false",
       "},\"total\":{\"retained_bytes\":", diff.total_retained_bytes,
       ",\"retained_count\":", diff.total_retained_count,
       ",\"released_bytes\":", diff.total_released_bytes,
-      ",\"released_count\":", diff.total_released_count, "},\"owner_count\":", diff.rows.size(),
-      ",\"rows\":[", absl::StrJoin(rows, ","), "],\"warnings\":", JsonWarnings(options), "}\n");
+      ",\"released_count\":", diff.total_released_count,
+      JsonBytes("retained", diff.total_retained), JsonBytes("released", diff.total_released),
+      "},\"owner_count\":", diff.rows.size(), ",\"rows\":[", absl::StrJoin(rows, ","),
+      "],\"warnings\":", JsonWarnings(options, rss.adds_up_warning), "}\n");
 }
 
 std::string FormatTrendText(const TrendResult& trend, const FormatOptions& options) {
@@ -363,8 +467,17 @@ std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners) {
 ProfileSpec DiffProfile(const DiffResult& diff) {
   ProfileSpec spec;
   const bool live = diff.before == nullptr;
-  spec.sample_types = {{live ? "inuse_space" : "retained_space", "bytes"},
-                       {live ? "inuse_objects" : "retained_objects", "count"}};
+  // Allocated bytes keep the names pprof users know (inuse_space: live
+  // bytes); with residency a sample type for resident (+ swapped) bytes
+  // follows, and the default is the measure's.
+  const char* prefix = live ? "inuse" : "retained";
+  spec.sample_types = {{absl::StrCat(prefix, "_space"), "bytes"},
+                       {absl::StrCat(prefix, "_objects"), "count"}};
+  const bool resident_type = diff.measure.residency;
+  if (resident_type) {
+    spec.sample_types.push_back({absl::StrCat(prefix, "_resident_space"), "bytes"});
+    if (diff.measure.used == Measure::kResident) spec.default_sample_type = 2;
+  }
   spec.time_nanos = static_cast<int64_t>(diff.after->header().time_unix_ns());
   if (!live) {
     spec.duration_nanos = static_cast<int64_t>(diff.after->header().time_unix_ns()) -
@@ -372,17 +485,25 @@ ProfileSpec DiffProfile(const DiffResult& diff) {
   }
   spec.comments.push_back(absl::StrCat("retain-diff ", DiffModeName(diff.mode), ": ",
                                        diff.mode_reason));
+  spec.comments.push_back(
+      diff.measure.fallback_warning.empty()
+          ? absl::StrCat("measure: ", MeasureName(diff.measure.used),
+                         diff.measure.residency ? "" : " (the snapshots have no residency)")
+          : absl::StrCat("measure: allocated (", diff.measure.fallback_warning, ")"));
   spec.drop_frames =
       "^(malloc|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|"
       "operator new.*)$";
   for (const StackShare& share : diff.retained_stacks) {
-    if (share.bytes <= 0) continue;
+    // A share counts when it holds bytes in any sample type.
+    const int64_t resident = share.by.resident + share.by.swapped;
+    if (share.bytes <= 0 && share.by.allocated <= 0 && (!resident_type || resident <= 0)) continue;
     ProfileSample sample;
     sample.snapshot = diff.after;
     if (const v1::Stack* stack = FindStack(*diff.after, share.stack_id)) {
       sample.stack.assign(stack->frames().begin(), stack->frames().end());
     }
-    sample.values = {share.bytes, share.count};
+    sample.values = {share.by.allocated, share.count};
+    if (resident_type) sample.values.push_back(resident);
     sample.labels.push_back({"kind", KindName(share.kind)});
     if (share.tag_id != 0) {
       for (const v1::Tag& tag : diff.after->tags()) {

@@ -29,13 +29,17 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
 std::string FormatTrendText(const TrendResult& trend, const FormatOptions& options);
 std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& options);
 
-// One line per (owner stack) with retained bytes: "root;...;leaf BYTES",
-// frames outermost first. Lines sum to the total retained bytes.
+// One line per (owner stack) with retained bytes in the measure:
+// "root;...;leaf BYTES", frames outermost first. Lines sum to the total
+// retained bytes.
 std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners);
 
 // The retained (or, for one snapshot, live) allocations as pprof samples:
 // retained_space/retained_objects (inuse_space/inuse_objects for one
-// snapshot), labels kind and request.
+// snapshot): allocated bytes and counts; with residency (the snapshots have
+// it) a third, retained_resident_space (inuse_resident_space): resident +
+// swapped bytes, the default under the resident measure. Labels kind and
+// request.
 ProfileSpec DiffProfile(const DiffResult& diff);
 
 }  // namespace retain::tool

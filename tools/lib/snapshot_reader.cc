@@ -249,6 +249,8 @@ absl::Status ValidateBlock(absl::string_view name, int block_index, const v1::Al
       {"tag_id", b.tag_id_size(), true},
       {"flags", b.flags_size(), true},
       {"attribution", b.attribution_size(), true},
+      {"resident_bytes", b.resident_bytes_size(), true},
+      {"swapped_bytes", b.swapped_bytes_size(), true},
   };
   for (const Column& column : columns) {
     if (absl::Status s =
@@ -338,6 +340,8 @@ absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string
   return snapshot;
 }
 
+bool HasResidency(const v1::Snapshot& snapshot) { return snapshot.header().residency_measured(); }
+
 uint64_t SampledEstimate(uint64_t size, uint64_t interval) {
   if (interval == 0 || size >= interval || size == 0) return size;
   const double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(interval));
@@ -357,6 +361,8 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
     const bool has_tags = block.tag_id_size() > 0;
     const bool has_flags = block.flags_size() > 0;
     const bool has_attribution = block.attribution_size() > 0;
+    const bool has_resident = block.resident_bytes_size() > 0;
+    const bool has_swapped = block.swapped_bytes_size() > 0;
     // Each block restarts from an absolute address, so blocks can be
     // written (and read) independently.
     uint64_t address = 0;
@@ -375,6 +381,17 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
       row.tag_id = has_tags ? block.tag_id(i) : 0;
       row.flags = has_flags ? block.flags(i) : 0;
       row.attribution = has_attribution ? block.attribution(i) : v1::ATTRIBUTION_NONE;
+      row.resident_bytes = has_resident ? block.resident_bytes(i) : 0;
+      row.swapped_bytes = has_swapped ? block.swapped_bytes(i) : 0;
+      if (row.size != row.recorded_size && row.recorded_size != 0) {
+        // A sampled row stands for size / recorded_size allocations like it.
+        const double scale =
+            static_cast<double>(row.size) / static_cast<double>(row.recorded_size);
+        row.resident_bytes =
+            static_cast<uint64_t>(std::llround(static_cast<double>(row.resident_bytes) * scale));
+        row.swapped_bytes =
+            static_cast<uint64_t>(std::llround(static_cast<double>(row.swapped_bytes) * scale));
+      }
       rows.push_back(row);
     }
   }

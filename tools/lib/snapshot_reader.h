@@ -24,6 +24,13 @@ struct Allocation {
   // heap allocation, SampledEstimate(recorded_size, interval).
   uint64_t size = 0;
   uint64_t recorded_size = 0;  // the size the shim recorded
+  // Of `size`, the bytes in RAM and the bytes swapped out when the snapshot
+  // was taken (AllocationBlock.resident_bytes / swapped_bytes; 0 when the
+  // snapshot has none, see HasResidency). A sampled heap row's are scaled
+  // like `size` (by size / recorded_size), so they stand for the same
+  // allocations.
+  uint64_t resident_bytes = 0;
+  uint64_t swapped_bytes = 0;
   v1::Kind kind = v1::KIND_UNSPECIFIED;
   uint32_t stack_id = 0;
   uint64_t birth_sequence = 0;
@@ -89,6 +96,11 @@ uint32_t SnapshotCrc32(absl::string_view bytes);
 // All live allocations of all blocks, in block order (each block sorted by
 // address). Assumes a snapshot that ReadSnapshotFile/ParseSnapshot accepted.
 std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot);
+
+// True when the shim measured the resident and swapped bytes of the rows and
+// totals (Header.residency_measured). Snapshots of older shims have only
+// allocated bytes: resident_bytes and swapped_bytes are 0 there, not "none".
+bool HasResidency(const v1::Snapshot& snapshot);
 
 // Bytes a sampled heap allocation of `size` stands for when the shim samples
 // by bytes with mean `interval` (Poisson): it was recorded with probability

@@ -126,6 +126,53 @@ TEST(ParseSnapshotTest, OptionalColumnsCarryTheirValuesWhenPresent) {
   EXPECT_EQ(rows[2].flags, 0x2203u);
 }
 
+// Residency (Header.residency_measured): resident and swapped bytes per row;
+// without it (older shims) both are 0 and HasResidency says they mean nothing.
+TEST(ParseSnapshotTest, ResidentAndSwappedBytesPerRow) {
+  v1::Snapshot snapshot = ValidSnapshot();
+  absl::StatusOr<v1::Snapshot> old = RoundTrip(snapshot);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(HasResidency(*old));
+  for (const Allocation& row : FlattenAllocations(*old)) {
+    EXPECT_EQ(row.resident_bytes, 0u);
+    EXPECT_EQ(row.swapped_bytes, 0u);
+  }
+  snapshot.mutable_header()->set_residency_measured(true);
+  v1::AllocationBlock* block = snapshot.mutable_allocations(0);
+  for (uint64_t resident : {16, 0, 1024}) block->add_resident_bytes(resident);
+  absl::StatusOr<v1::Snapshot> parsed = RoundTrip(snapshot);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(HasResidency(*parsed));
+  std::vector<Allocation> rows = FlattenAllocations(*parsed);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].resident_bytes, 16u);
+  EXPECT_EQ(rows[2].resident_bytes, 1024u);
+  EXPECT_EQ(rows[2].swapped_bytes, 0u);  // the column is empty: all 0
+  for (uint64_t swapped : {0, 32, 2048}) block->add_swapped_bytes(swapped);
+  parsed = RoundTrip(snapshot);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  rows = FlattenAllocations(*parsed);
+  EXPECT_EQ(rows[1].swapped_bytes, 32u);
+  EXPECT_EQ(rows[2].swapped_bytes, 2048u);
+}
+
+// A sampled heap row stands for size / recorded_size allocations: its
+// resident and swapped bytes are scaled alike; other kinds are exact.
+TEST(ParseSnapshotTest, SampledRowsScaleTheirResidency) {
+  v1::Snapshot snapshot = ValidSnapshot();
+  snapshot.mutable_header()->set_sample_interval_bytes(64);
+  snapshot.mutable_header()->set_residency_measured(true);
+  v1::AllocationBlock* block = snapshot.mutable_allocations(0);
+  for (uint64_t resident : {16, 32, 4096}) block->add_resident_bytes(resident);
+  absl::StatusOr<v1::Snapshot> parsed = RoundTrip(snapshot);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  std::vector<Allocation> rows = FlattenAllocations(*parsed);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].size, SampledEstimate(16, 64));
+  EXPECT_EQ(rows[0].resident_bytes, rows[0].size);  // fully resident stays fully resident
+  EXPECT_EQ(rows[2].resident_bytes, 4096u);
+}
+
 TEST(ParseSnapshotTest, AcceptsSnapshotWithoutAllocations) {
   v1::Snapshot snapshot;
   snapshot.mutable_header()->set_format_version(v1::FORMAT_VERSION_CURRENT);
@@ -221,6 +268,8 @@ void GrowColumn(v1::AllocationBlock* block, const std::string& column) {
   if (column == "thread_id") block->add_thread_id(1);
   if (column == "tag_id") block->add_tag_id(1);
   if (column == "flags") block->add_flags(1);
+  if (column == "resident_bytes") block->add_resident_bytes(1);
+  if (column == "swapped_bytes") block->add_swapped_bytes(1);
 }
 
 TEST(ParseSnapshotTest, RefusesRequiredColumnOfWrongLengthNamingIt) {
@@ -242,7 +291,7 @@ TEST(ParseSnapshotTest, RefusesShortRequiredColumn) {
 }
 
 TEST(ParseSnapshotTest, RefusesOptionalColumnThatIsNeitherEmptyNorFull) {
-  for (const std::string column : {"tag_id", "flags"}) {
+  for (const std::string column : {"tag_id", "flags", "resident_bytes", "swapped_bytes"}) {
     SCOPED_TRACE(column);
     v1::Snapshot snapshot = ValidSnapshot();
     GrowColumn(snapshot.mutable_allocations(0), column);  // 1 value for 3 rows
