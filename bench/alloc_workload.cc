@@ -22,6 +22,7 @@
 // Built without -fno-omit-frame-pointer on purpose, like most programs;
 // bench_alloc_workload_fp is the same source with frame pointers.
 #include <malloc.h>
+#include <retain/retain.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +33,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <retain/retain.h>
 
 namespace {
 
@@ -66,7 +65,7 @@ struct Slot {
 struct ThreadState {
   Rng rng;
   Slot ring[kRingSlots];
-  uint64_t calls = 0;     // allocation calls (malloc-like, incl. container growth)
+  uint64_t calls = 0;  // allocation calls (malloc-like, incl. container growth)
   uint64_t checksum = 0;
   uint64_t leaked_bytes = 0;
   uint64_t leaked_count = 0;
@@ -110,9 +109,15 @@ void ReleaseSlot(Slot& s) {
 __attribute__((noinline)) void LeakForever(ThreadState& t, size_t n) {
   void* p = nullptr;
   switch (t.leaked_count % 5) {
-    case 0: p = malloc(n); break;
-    case 1: p = calloc(n, 1); break;
-    case 2: p = new char[n]; break;
+    case 0:
+      p = malloc(n);
+      break;
+    case 1:
+      p = calloc(n, 1);
+      break;
+    case 2:
+      p = new char[n];
+      break;
     case 3:
       if (posix_memalign(&p, 64, n) != 0) abort();
       break;
@@ -186,15 +191,31 @@ __attribute__((noinline)) void MediumLived(ThreadState& t) {
   size_t n = SmallSize(t.rng);
   void* p = nullptr;
   switch (kind) {
-    case 0: p = malloc(n); s.kind = kFree; break;
-    case 1: p = calloc(1 + n / 16, 16); n = (1 + n / 16) * 16; s.kind = kFree; break;
-    case 2: p = realloc(nullptr, n); s.kind = kFree; break;
+    case 0:
+      p = malloc(n);
+      s.kind = kFree;
+      break;
+    case 1:
+      p = calloc(1 + n / 16, 16);
+      n = (1 + n / 16) * 16;
+      s.kind = kFree;
+      break;
+    case 2:
+      p = realloc(nullptr, n);
+      s.kind = kFree;
+      break;
     case 3:
       if (posix_memalign(&p, 64, n) != 0) abort();
       s.kind = kFree;
       break;
-    case 4: p = memalign(32, n); s.kind = kFree; break;
-    default: p = new char[n]; s.kind = kDeleteArray; break;
+    case 4:
+      p = memalign(32, n);
+      s.kind = kFree;
+      break;
+    default:
+      p = new char[n];
+      s.kind = kDeleteArray;
+      break;
   }
   ++t.calls;
   s.p = p;
@@ -225,7 +246,9 @@ __attribute__((noinline)) void ShortLived(ThreadState& t) {
       break;
     }
     case 3: {
-      struct Node { uint64_t a[4]; };
+      struct Node {
+        uint64_t a[4];
+      };
       Node* p = new Node();
       Touch(t, p, sizeof(Node));
       delete p;
@@ -287,10 +310,18 @@ __attribute__((noinline)) uint64_t Step(ThreadState& t, Rng path, int depth) {
   }
   uint64_t r;
   switch (path.Below(4)) {
-    case 0: r = PathA(t, path, depth); break;
-    case 1: r = PathB(t, path, depth); break;
-    case 2: r = PathC(t, path, depth); break;
-    default: r = PathD(t, path, depth); break;
+    case 0:
+      r = PathA(t, path, depth);
+      break;
+    case 1:
+      r = PathB(t, path, depth);
+      break;
+    case 2:
+      r = PathC(t, path, depth);
+      break;
+    default:
+      r = PathD(t, path, depth);
+      break;
   }
   return r + 1;
 }
@@ -318,7 +349,9 @@ int main(int argc, char** argv) {
   auto w0 = std::chrono::steady_clock::now();
   uint64_t x = Work(1);
   for (int i = 0; i < 99999; ++i) x = Work(x);
-  double work_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - w0).count() / 100000;
+  double work_ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - w0).count() /
+      100000;
 
   std::vector<ThreadState*> states;
   for (int i = 0; i < kThreads; ++i) states.push_back(new ThreadState());

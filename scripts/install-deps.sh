@@ -34,6 +34,7 @@ TEST_PACKAGES=(
   mesa-vulkan-drivers                  # lavapipe, the CPU Vulkan driver the Vulkan layer tests run on
   libamdhip64-dev                      # HIP tests: the real runtime (no GPU needed) and its header
   libpython3.11-testsuite              # CPython's regression tests run under the shim (tests/peer)
+  clang-format                         # style.format: the sources are as clang-format 14 writes them
 )
 
 die() {

@@ -84,7 +84,8 @@ class PromptCache {
   // The allocation site the cache owns: one 256 KiB state per entry.
   __attribute__((noinline)) static std::vector<uint8_t> ComputeState(const std::string& key) {
     std::vector<uint8_t> state(kCacheEntryBytes);
-    for (size_t i = 0; i < state.size(); i += 4096) state[i] = static_cast<uint8_t>(key[i % key.size()]);
+    for (size_t i = 0; i < state.size(); i += 4096)
+      state[i] = static_cast<uint8_t>(key[i % key.size()]);
     Escape(state.data());
     return state;
   }
@@ -137,9 +138,10 @@ int main() {
   std::printf("leaky: leaked %zu x %zu KiB = %zu KiB in RememberRequest (never freed)\n",
               g_request_log.size(), kRequestBodyBytes / 1024,
               g_request_log.size() * kRequestBodyBytes / 1024);
-  std::printf("leaky: prompt cache holds %zu x %zu KiB = %zu KiB in ComputeState "
-              "(bounded: %d evictions)\n",
-              g_prompt_cache.size(), kCacheEntryBytes / 1024,
-              g_prompt_cache.size() * kCacheEntryBytes / 1024, g_prompt_cache.evictions());
+  std::printf(
+      "leaky: prompt cache holds %zu x %zu KiB = %zu KiB in ComputeState "
+      "(bounded: %d evictions)\n",
+      g_prompt_cache.size(), kCacheEntryBytes / 1024,
+      g_prompt_cache.size() * kCacheEntryBytes / 1024, g_prompt_cache.evictions());
   return 0;
 }

@@ -126,7 +126,7 @@ class PromptCache {
   size_t budget_bytes_;
   size_t state_bytes_;
   size_t bytes_per_char_;
-  size_t bytes_ = 0;  // of the states stored
+  size_t bytes_ = 0;      // of the states stored
   std::list<Entry> lru_;  // front = most recently used
   std::map<std::string, std::list<Entry>::iterator> index_;
   uint64_t evictions_ = 0;

@@ -99,8 +99,8 @@ class DiffBadInputTest : public ::testing::Test {
   // one stderr line must contain `expected`.
   static void ExpectRejected(const std::vector<std::string>& args, const std::string& expected) {
     const RunResult result = RunDiff(args);
-    const std::string context = absl::StrCat("retain-diff ", absl::StrJoin(args, " "), "\n",
-                                             Describe(result));
+    const std::string context =
+        absl::StrCat("retain-diff ", absl::StrJoin(args, " "), "\n", Describe(result));
     EXPECT_EQ(result.term_signal, 0) << context;
     EXPECT_FALSE(result.timed_out) << context;
     EXPECT_EQ(result.exit_code, 2) << context;
@@ -108,7 +108,8 @@ class DiffBadInputTest : public ::testing::Test {
     EXPECT_THAT(result.stderr_data, StartsWith("retain-diff: ")) << context;
     EXPECT_TRUE(absl::EndsWith(result.stderr_data, "\n")) << context;
     EXPECT_EQ(std::count(result.stderr_data.begin(), result.stderr_data.end(), '\n'), 1)
-        << "exactly one line\n" << context;
+        << "exactly one line\n"
+        << context;
     EXPECT_THAT(result.stderr_data, HasSubstr(expected)) << context;
     for (const char* crash : {"terminate", "Segmentation", "Aborted", "core dumped"}) {
       EXPECT_THAT(result.stderr_data, ::testing::Not(HasSubstr(crash))) << context;
@@ -241,9 +242,9 @@ TEST_F(DiffBadInputTest, TruncatedAtAFieldBoundary) {
     const RunResult result = RunDiff({path});
     EXPECT_EQ(result.term_signal, 0) << Describe(result);
     if (result.exit_code != 2 || !absl::StartsWith(result.stderr_data, "retain-diff: ")) {
-      absl::StrAppend(&accepted, "  cut at byte ", cut, " of ", bytes.size(), ": exit ",
-                      result.exit_code, ", stdout: ",
-                      result.stdout_data.substr(0, result.stdout_data.find('\n')), "\n");
+      absl::StrAppend(
+          &accepted, "  cut at byte ", cut, " of ", bytes.size(), ": exit ", result.exit_code,
+          ", stdout: ", result.stdout_data.substr(0, result.stdout_data.find('\n')), "\n");
     }
   }
   EXPECT_EQ(accepted, "") << "truncated snapshots read as complete ones:\n" << accepted;

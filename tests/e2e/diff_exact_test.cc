@@ -130,9 +130,8 @@ TEST_F(DiffExactTest, JsonHasEveryDocumentedFieldAndExactBytes) {
   EXPECT_EQ(json.Int("rss.tracked.0.live_bytes"), kTotalBytes);
   EXPECT_EQ(json.Int("rss.tracked.0.live_count"), 17);
   EXPECT_EQ(json.Int("rss.tracked_anon_growth"), kTotalBytes);
-  EXPECT_EQ(json.Int("rss.untracked_growth"),
-            json.Int("rss.anon_swap_growth") - kTotalBytes -
-                json.Int("rss.allocator_retained_growth"));
+  EXPECT_EQ(json.Int("rss.untracked_growth"), json.Int("rss.anon_swap_growth") - kTotalBytes -
+                                                  json.Int("rss.allocator_retained_growth"));
   ASSERT_THAT(json.Type("rss.explained_share"), ::testing::AnyOf("int", "float", "null"));
 
   EXPECT_EQ(json.Int("total.retained_bytes"), kTotalBytes);
@@ -400,7 +399,7 @@ TEST_F(DiffExactTest, PprofFileIsReadByGoPprof) {
   enum { kHeader, kTypes, kSamples, kLocations, kOther } section = kHeader;
   std::string types;
   std::vector<std::pair<std::vector<int64_t>, std::string>> samples;  // values, leaf location
-  std::map<std::string, std::string> functions;                     // location id -> function
+  std::map<std::string, std::string> functions;                       // location id -> function
   std::smatch m;
   for (const std::string& line : Lines(text)) {
     if (line == "Samples:") {
@@ -414,8 +413,8 @@ TEST_F(DiffExactTest, PprofFileIsReadByGoPprof) {
       section = kSamples;
     } else if (section == kSamples && std::regex_match(line, m, kSample)) {
       std::vector<std::string> ids = absl::StrSplit(m[3].str(), ' ', absl::SkipEmpty());
-      samples.push_back({{std::stoll(m[1].str()), std::stoll(m[2].str())},
-                         ids.empty() ? "" : ids.front()});
+      samples.push_back(
+          {{std::stoll(m[1].str()), std::stoll(m[2].str())}, ids.empty() ? "" : ids.front()});
     } else if (section == kLocations && std::regex_match(line, m, kLocation)) {
       functions[m[1].str()] = m[2].str();
     }
@@ -441,8 +440,8 @@ TEST_F(DiffExactTest, PprofFileIsReadByGoPprof) {
 // (4.25 MiB > 1 MiB), still printing the report, with one stderr line
 // saying so; and 0, with nothing on stderr, under a limit it does not reach.
 TEST_F(DiffExactTest, FailOverExitCodes) {
-  RunResult over = RunDiff({"--fail-over", "1MiB", server_->Snapshot(0),
-                            server_->Snapshot(kIterations)});
+  RunResult over =
+      RunDiff({"--fail-over", "1MiB", server_->Snapshot(0), server_->Snapshot(kIterations)});
   EXPECT_EQ(over.exit_code, 1) << Describe(over);
   EXPECT_EQ(ParseDiffTable(over.stdout_data).rows.size(), 3u) << Describe(over);
   const std::vector<std::string> lines = Lines(over.stderr_data);
@@ -452,8 +451,8 @@ TEST_F(DiffExactTest, FailOverExitCodes) {
   over = RunDiff({"--fail-over=4MiB", server_->Snapshot(0), server_->Snapshot(kIterations)});
   EXPECT_EQ(over.exit_code, 1) << Describe(over);
 
-  const RunResult under = RunDiff({"--fail-over", "100MiB", server_->Snapshot(0),
-                                   server_->Snapshot(kIterations)});
+  const RunResult under =
+      RunDiff({"--fail-over", "100MiB", server_->Snapshot(0), server_->Snapshot(kIterations)});
   EXPECT_EQ(under.exit_code, 0) << Describe(under);
   EXPECT_EQ(under.stderr_data, "") << Describe(under);
 }
@@ -461,8 +460,8 @@ TEST_F(DiffExactTest, FailOverExitCodes) {
 // Proves: the --fail-over line names the owner that holds the bytes
 // (docs/retain-diff.md: "Each owner over the limit is named on stderr").
 TEST_F(DiffExactTest, FailOverNamesTheOwner) {
-  const RunResult over = RunDiff({"--fail-over", "1MiB", server_->Snapshot(0),
-                                  server_->Snapshot(kIterations)});
+  const RunResult over =
+      RunDiff({"--fail-over", "1MiB", server_->Snapshot(0), server_->Snapshot(kIterations)});
   EXPECT_EQ(over.exit_code, 1) << Describe(over);
   EXPECT_THAT(over.stderr_data, HasSubstr(kLeak)) << Describe(over);
 }

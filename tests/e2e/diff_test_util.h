@@ -97,9 +97,9 @@ Json ParseJson(const std::string& text);
 struct TableRow {
   std::string retained;  // "3.0 MiB"
   int64_t count = 0;
-  std::string share;     // "70.6%"
-  std::string released;  // "0 B"
-  std::string owner;     // display and [category]
+  std::string share;               // "70.6%"
+  std::string released;            // "0 B"
+  std::string owner;               // display and [category]
   std::vector<std::string> chain;  // "<- caller" lines, without "<- "
 };
 struct Table {

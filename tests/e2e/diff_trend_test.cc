@@ -99,8 +99,7 @@ TEST_F(DiffTrendTest, TableGivesEachOwnerItsVerdict) {
   EXPECT_EQ(result.stderr_data, "");
   const std::string& out = result.stdout_data;
   EXPECT_THAT(out, HasSubstr("13 snapshots")) << out;
-  EXPECT_THAT(out, HasSubstr("  x axis      snapshot number (no request tags): 1 .. 13\n"))
-      << out;
+  EXPECT_THAT(out, HasSubstr("  x axis      snapshot number (no request tags): 1 .. 13\n")) << out;
   const std::map<std::string, TrendLine> lines = ParseTrendTable(out);
 
   ASSERT_TRUE(lines.count(Site(kLeak))) << out;

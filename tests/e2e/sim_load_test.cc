@@ -78,7 +78,11 @@ TEST(SimLoadTest, ShimMemoryFollowsTheLiveSetNotTheRequestsServed) {
       << "tag table " << a.tag_table_bytes() << " -> " << b.tag_table_bytes();
   EXPECT_LE(b.tags_retained(), 4096u);
   EXPECT_GE(b.tags_released(), static_cast<uint64_t>(kTotal - 4096));
-  EXPECT_LE(FileSize(files[1]), FileSize(files[0]) + 16 * 1024);
+  // Flat, not equal: each snapshot may show up to kUnreportedKept (1,024)
+  // ended tags of ~60 bytes that the compaction has not released yet, more
+  // of them when the service thread ran late (a loaded machine). Before:
+  // 0.6 -> 5.7 MB.
+  EXPECT_LE(FileSize(files[1]), FileSize(files[0]) + 96 * 1024);
 }
 
 }  // namespace

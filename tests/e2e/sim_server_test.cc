@@ -48,8 +48,9 @@ SimRun RunSim(const TempDir& dir, const std::vector<std::string>& flags, int req
   const std::string out = server.Stdout();
   const std::string port = out.substr(out.find("127.0.0.1:") + 10, 5);
   RunOptions client;
-  client.argv = {"python3", SourceRoot() + "/examples/llm-server-sim/send_requests.py", "--port",
-                 std::to_string(std::stoi(port)), "--count", std::to_string(requests),
+  client.argv = {"python3",     SourceRoot() + "/examples/llm-server-sim/send_requests.py",
+                 "--port",      std::to_string(std::stoi(port)),
+                 "--count",     std::to_string(requests),
                  "--id-prefix", "req"};
   RunResult sent = retain::test::Run(client);
   EXPECT_EQ(sent.exit_code, 0) << sent.stdout_data << sent.stderr_data;
@@ -104,8 +105,7 @@ TEST(SimServerTest, PromptCachePlateausAndTheTrieLeaksPerRequest) {
     if (key.find("PromptCache::Save") != std::string::npos && last_bytes >= kStateBytes) {
       cache = static_cast<int>(i);
     }
-    if (key.find("PrefixTrie::Insert") != std::string::npos &&
-        last_bytes >= kTrieBytesPerRequest) {
+    if (key.find("PrefixTrie::Insert") != std::string::npos && last_bytes >= kTrieBytesPerRequest) {
       trie = static_cast<int>(i);
     }
   }

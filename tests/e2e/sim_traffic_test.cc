@@ -106,9 +106,9 @@ std::vector<std::string> StopSim(Server& server, const TempDir& dir, int last) {
 void Send(Traffic traffic, int port, int requests) {
   if (traffic == Traffic::kOnePerConnection) {
     RunOptions client;
-    client.argv = {"python3", SourceRoot() + "/examples/llm-server-sim/send_requests.py",
-                   "--port",  std::to_string(port),
-                   "--count", std::to_string(requests),
+    client.argv = {"python3",         SourceRoot() + "/examples/llm-server-sim/send_requests.py",
+                   "--port",          std::to_string(port),
+                   "--count",         std::to_string(requests),
                    "--new-connection"};
     RunResult sent = retain::test::Run(client);
     ASSERT_EQ(sent.exit_code, 0) << sent.stdout_data << sent.stderr_data;
@@ -184,8 +184,8 @@ TrafficTrend TrendOf(const std::vector<std::string>& snapshots) {
 TrafficTrend RunTraffic(Traffic traffic, std::map<std::string, std::string> env = {},
                         int requests = kRequests) {
   TempDir dir;
-  std::vector<std::string> flags = {"--leak-trie", "--trie-node-kib", "64", "--state-mib", "1",
-                                    "--cache-mib", "4"};
+  std::vector<std::string> flags = {"--leak-trie", "--trie-node-kib", "64", "--state-mib",
+                                    "1",           "--cache-mib",     "4"};
   if (traffic == Traffic::kConcurrent) {
     flags.insert(flags.end(), {"--parallel", "4", "--http-threads", "4"});
   }
@@ -339,13 +339,14 @@ TEST(SimTrafficTest, ClientLeavingMidStreamEndsItsRequestAborted) {
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
     const std::string body = R"({"stream": true, "messages": [{"content": "leave early"}]})";
-    const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                "X-Request-Id: leaver\r\nContent-Length: " +
-                                std::to_string(body.size()) + "\r\n\r\n" + body;
+    const std::string request =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "X-Request-Id: leaver\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
     ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
     std::string seen;
     ASSERT_TRUE(ReadUntil(fd, "data: ", &seen)) << seen;  // the first event
-    close(fd);  // 49 events and the terminator never read
+    close(fd);                                            // 49 events and the terminator never read
   }
   // The server notices at its next write; then a whole request follows.
   LoadOptions load;

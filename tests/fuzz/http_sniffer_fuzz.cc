@@ -65,16 +65,14 @@ struct Log {
         Check(method > 0, "method is not empty");
         for (size_t i = 0; i < method; ++i) {
           char c = event.head.method[i];
-          Check((c >= 'A' && c <= 'Z') || c == '-' || c == '_',
-                "method is an uppercase token");
+          Check((c >= 'A' && c <= 'Z') || c == '-' || c == '_', "method is an uppercase token");
         }
         for (size_t i = 0; i < path; ++i) {
           Check(event.head.path[i] != '?' && event.head.path[i] != ' ',
                 "path holds no query and no blank");
         }
         if (id > 0) {
-          Check(event.head.request_id[0] != ' ' &&
-                    event.head.request_id[id - 1] != ' ',
+          Check(event.head.request_id[0] != ' ' && event.head.request_id[id - 1] != ' ',
                 "request id is trimmed");
         }
         ++log->started;
@@ -179,7 +177,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(whole.log.events == bytewise.log.events, "byte by byte: same events");
   Check(whole.log.events == pieces.log.events, "in pieces: same events");
   whole.Close();
-  Check(whole.log.finished == whole.log.started || whole.log.ignored,
-        "every request finished");
+  Check(whole.log.finished == whole.log.started || whole.log.ignored, "every request finished");
   return 0;
 }

@@ -514,10 +514,9 @@ TEST(HipMixedTest, PerKindTotalsExactInTheSnapshotAndInRetainDiff) {
   // LP_NUM_THREADS=0: lavapipe without its worker threads, which would
   // otherwise allocate and free small blocks of their own between the two
   // snapshots and make the heap's growth differ from the program's.
-  RunResult run = RunFixture("hip_mixed", {}, dir.path(), /*preload=*/true,
-                             {{"VK_DRIVER_FILES", icd},
-                              {"VK_ICD_FILENAMES", icd},
-                              {"LP_NUM_THREADS", "0"}});
+  RunResult run =
+      RunFixture("hip_mixed", {}, dir.path(), /*preload=*/true,
+                 {{"VK_DRIVER_FILES", icd}, {"VK_ICD_FILENAMES", icd}, {"LP_NUM_THREADS", "0"}});
   ASSERT_EQ(run.exit_code, 0) << Describe(run);
   FixtureOutput out(run.stdout_data);
   const v1::Snapshot before = SnapshotLabeled(dir.path(), "before");

@@ -14,8 +14,8 @@
 namespace retain::test::proc {
 namespace {
 
-constexpr uint64_t kKeptSize = 123457;       // proc_dlib's constructor
-constexpr uint64_t kAllocateSize = 654321;   // proc_dlib_allocate, called by proc_dlopen
+constexpr uint64_t kKeptSize = 123457;      // proc_dlib's constructor
+constexpr uint64_t kAllocateSize = 654321;  // proc_dlib_allocate, called by proc_dlopen
 
 // The GNU build-id of an ELF file, as `readelf -n` prints it (lower hex).
 std::string BuildIdOf(const std::string& path) {

@@ -18,19 +18,19 @@ constexpr char kSentinel[] = "errno=4242";
 
 // Steps that succeed: they must print "ok errno=4242" in both runs.
 const std::vector<std::string> kSucceeding = {
-    "first-malloc", "malloc-small",   "free-small",    "malloc-large",  "free-large",
-    "calloc",       "realloc-grow",   "realloc-shrink", "realloc-null", "reallocarray",
-    "free",         "free-null",      "posix_memalign", "aligned_alloc", "memalign",
-    "valloc",       "pvalloc",        "malloc-zero",   "mmap-anon",     "munmap-head",
-    "mremap-grow",  "munmap-rest",    "mmap-file",     "munmap-file",   "retain_snapshot"};
+    "first-malloc", "malloc-small", "free-small",     "malloc-large",  "free-large",
+    "calloc",       "realloc-grow", "realloc-shrink", "realloc-null",  "reallocarray",
+    "free",         "free-null",    "posix_memalign", "aligned_alloc", "memalign",
+    "valloc",       "pvalloc",      "malloc-zero",    "mmap-anon",     "munmap-head",
+    "mremap-grow",  "munmap-rest",  "mmap-file",      "munmap-file",   "retain_snapshot"};
 
 // Steps that fail, with the errno glibc and the kernel give them.
 const std::vector<std::pair<std::string, int>> kFailing = {
-    {"malloc-max", ENOMEM},        {"calloc-overflow", ENOMEM},
-    {"realloc-max", ENOMEM},       {"reallocarray-overflow", ENOMEM},
-    {"mmap-zero-length", EINVAL},  {"mmap-bad-fd", EBADF},
-    {"mmap-huge", ENOMEM},         {"mmap-bad-offset", EINVAL},
-    {"munmap-unaligned", EINVAL},  {"mremap-bad", EFAULT}};
+    {"malloc-max", ENOMEM},       {"calloc-overflow", ENOMEM},
+    {"realloc-max", ENOMEM},      {"reallocarray-overflow", ENOMEM},
+    {"mmap-zero-length", EINVAL}, {"mmap-bad-fd", EBADF},
+    {"mmap-huge", ENOMEM},        {"mmap-bad-offset", EINVAL},
+    {"munmap-unaligned", EINVAL}, {"mremap-bad", EFAULT}};
 
 void ExpectErrnoReport(const std::string& output, const std::string& who) {
   for (const std::string& step : kSucceeding) {

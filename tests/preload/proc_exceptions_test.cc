@@ -53,7 +53,8 @@ TEST(ProcExceptions, NestedThrowsThroughAllocatingCode) {
   int leaked_rows = 0;
   for (const tool::Allocation& row : tool::FlattenAllocations(after)) {
     if (row.birth_sequence >= window_start) {
-      if (++leaked_rows <= 10) leaked += " " + std::to_string(row.size) + "@" + tool::KindName(row.kind);
+      if (++leaked_rows <= 10)
+        leaked += " " + std::to_string(row.size) + "@" + tool::KindName(row.kind);
     }
   }
   EXPECT_EQ(leaked_rows, 0) << "rows born during the loop still live:" << leaked;

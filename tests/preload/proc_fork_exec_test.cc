@@ -26,8 +26,8 @@ std::map<std::pair<uint32_t, uint32_t>, v1::Snapshot> ByPidAndSequence(const std
   std::map<std::pair<uint32_t, uint32_t>, v1::Snapshot> snapshots;
   for (v1::Snapshot& snapshot : LoadAll(dir)) {
     const auto key = std::make_pair(snapshot.header().pid(), snapshot.header().sequence());
-    EXPECT_EQ(snapshots.count(key), 0u) << "two snapshots with pid and sequence " << key.first
-                                        << "." << key.second;
+    EXPECT_EQ(snapshots.count(key), 0u)
+        << "two snapshots with pid and sequence " << key.first << "." << key.second;
     snapshots[key] = std::move(snapshot);
   }
   return snapshots;
@@ -160,7 +160,8 @@ TEST(ProcExec, ExecKeepingPreloadTracesTheNewImage) {
   ASSERT_EQ(run.exit_code, 0) << run.stderr_data;
   EXPECT_NE(run.stdout_data.find("proc_true ran"), std::string::npos) << run.stdout_data;
   EXPECT_TRUE(RetainLines(run.stderr_data).empty()) << run.stderr_data;
-  const v1::Snapshot snapshot = ExpectSingleExitSnapshot(retain_dir.path(), FixturePath("proc_true"));
+  const v1::Snapshot snapshot =
+      ExpectSingleExitSnapshot(retain_dir.path(), FixturePath("proc_true"));
   // The 777-byte block proc_true allocates and frees was seen.
   EXPECT_GE(TotalsFor(snapshot, v1::KIND_HEAP).allocated_count(), 1u);
   EXPECT_EQ(snapshot.header().forked_from_pid(), 0u);

@@ -55,8 +55,8 @@ struct Workers {
 
 Workers WaitUntilReady(Child& child) {
   Workers workers;
-  EXPECT_TRUE(child.WaitForStdout("\n", 30000)) << "proc_sigsnap never got ready; stderr: "
-                                                << child.Stderr();
+  EXPECT_TRUE(child.WaitForStdout("\n", 30000))
+      << "proc_sigsnap never got ready; stderr: " << child.Stderr();
   std::istringstream line(LineStartingWith(child.Stdout(), "ready "));
   std::string word;
   line >> word;
@@ -85,8 +85,8 @@ TEST(ProcSnapshotSignal, SigUsr2WhileFourThreadsAllocate) {
   for (size_t i = 1; i <= kSignals; ++i) {
     ASSERT_TRUE(child.Signal(SIGUSR2));
     const auto paths = WaitForSnapshots(retain_dir.path(), i, 30000);
-    ASSERT_EQ(paths.size(), i) << "SIGUSR2 number " << i << " wrote no snapshot; stderr: "
-                               << child.Stderr();
+    ASSERT_EQ(paths.size(), i) << "SIGUSR2 number " << i
+                               << " wrote no snapshot; stderr: " << child.Stderr();
   }
   ASSERT_TRUE(child.WriteStdin("stop\n"));
   const RunResult run = child.Wait(60);
@@ -118,10 +118,8 @@ TEST(ProcSnapshotSignal, SigUsr2WhileFourThreadsAllocate) {
       EXPECT_GE(rows_by_thread[tid], 1023) << "worker " << tid;
       EXPECT_LE(rows_by_thread[tid], 1024) << "worker " << tid;
     }
-    EXPECT_EQ(TotalsFor(snapshot, v1::KIND_HEAP).live_count(),
-              LiveCount(snapshot, v1::KIND_HEAP));
-    EXPECT_EQ(TotalsFor(snapshot, v1::KIND_HEAP).live_bytes(),
-              LiveBytes(snapshot, v1::KIND_HEAP));
+    EXPECT_EQ(TotalsFor(snapshot, v1::KIND_HEAP).live_count(), LiveCount(snapshot, v1::KIND_HEAP));
+    EXPECT_EQ(TotalsFor(snapshot, v1::KIND_HEAP).live_bytes(), LiveBytes(snapshot, v1::KIND_HEAP));
   }
   EXPECT_EQ(by_sequence[kSignals + 1].header().trigger(), v1::TRIGGER_EXIT);
 }

@@ -118,8 +118,10 @@ RunResult Git(const std::string& repo, std::vector<std::string> args) {
   RunOptions options;
   options.argv = {"/usr/bin/git", "-C", repo};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
-  options.env = {{"GIT_CONFIG_NOSYSTEM", "1"}, {"GIT_CONFIG_GLOBAL", "/dev/null"},
-                 {"LC_ALL", "C"}, {"TZ", "UTC"}};
+  options.env = {{"GIT_CONFIG_NOSYSTEM", "1"},
+                 {"GIT_CONFIG_GLOBAL", "/dev/null"},
+                 {"LC_ALL", "C"},
+                 {"TZ", "UTC"}};
   return test::Run(options);
 }
 
@@ -136,12 +138,13 @@ Repository FindOrMakeRepository(const TempDir& scratch) {
   EXPECT_EQ(Git(repo, {"init", "-q"}).exit_code, 0);
   for (int i = 0; i < 5; ++i) {
     std::ofstream(repo + "/file" + std::to_string(i % 3) + ".txt", std::ios::app)
-        << "line " << i << " of the history\n" << std::string(100 * (i + 1), 'a' + i) << "\n";
+        << "line " << i << " of the history\n"
+        << std::string(100 * (i + 1), 'a' + i) << "\n";
     EXPECT_EQ(Git(repo, {"add", "-A"}).exit_code, 0);
     const std::string date = "2024-01-0" + std::to_string(i + 1) + "T12:00:00Z";
     const RunResult commit =
-        Git(repo, {"-c", "user.name=Retain Test", "-c", "user.email=retain@example.com",
-                   "commit", "-q", "-m", "commit " + std::to_string(i), "--date", date});
+        Git(repo, {"-c", "user.name=Retain Test", "-c", "user.email=retain@example.com", "commit",
+                   "-q", "-m", "commit " + std::to_string(i), "--date", date});
     EXPECT_EQ(commit.exit_code, 0) << commit.stderr_data;
   }
   return {repo, Trimmed(Git(repo, {"rev-parse", "HEAD"}).stdout_data)};
@@ -155,8 +158,10 @@ TEST(ProcTransparency, GitLogAndRevList) {
   ASSERT_FALSE(repo.commit.empty());
   const std::vector<std::string> base = {"/usr/bin/git", "-C", repo.path};
   RunOptions options;
-  options.env = {{"GIT_CONFIG_NOSYSTEM", "1"}, {"GIT_CONFIG_GLOBAL", "/dev/null"},
-                 {"LC_ALL", "C"}, {"TZ", "UTC"}};
+  options.env = {{"GIT_CONFIG_NOSYSTEM", "1"},
+                 {"GIT_CONFIG_GLOBAL", "/dev/null"},
+                 {"LC_ALL", "C"},
+                 {"TZ", "UTC"}};
   {
     TempDir retain_dir;
     options.argv = base;

@@ -128,13 +128,19 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   }
   std::string unit = absl::AsciiStrToLower(rest.substr(digits));
   double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "k" || unit == "kb" || unit == "kib") scale = 1024.0;
-  else if (unit == "m" || unit == "mb" || unit == "mib") scale = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gb" || unit == "gib") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "t" || unit == "tb" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib")
+    scale = 1024.0;
+  else if (unit == "m" || unit == "mb" || unit == "mib")
+    scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gb" || unit == "gib")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tb" || unit == "tib")
+    scale = 1024.0 * 1024 * 1024 * 1024;
   if (scale == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "' has an unknown unit (B, KiB, MiB, GiB, TiB)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' has an unknown unit (B, KiB, MiB, GiB, TiB)"));
   }
   double bytes = std::round(number * scale);
   if (bytes > 1.8e19) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));

@@ -154,9 +154,8 @@ std::string AddsUpProblem(const RssLevel& level, const std::string& name) {
                       HumanBytes(static_cast<uint64_t>(std::max<int64_t>(level.tracked_anon, 0))),
                       " + allocator-held free ",
                       HumanBytes(static_cast<uint64_t>(level.allocator_free_held)),
-                      " exceed RssAnon+VmSwap ",
-                      HumanBytes(static_cast<uint64_t>(level.anon_swap)), " by ",
-                      HumanBytes(static_cast<uint64_t>(-level.untracked)),
+                      " exceed RssAnon+VmSwap ", HumanBytes(static_cast<uint64_t>(level.anon_swap)),
+                      " by ", HumanBytes(static_cast<uint64_t>(-level.untracked)),
                       " (a bug in the snapshot or in retain-diff: resident bytes are memory)");
 }
 
@@ -255,8 +254,8 @@ void Exact(const v1::Snapshot& before, const v1::Snapshot& after, Measure measur
     ByteMeasures d;
     auto it = in_before.find({a.address, a.birth_sequence});
     if (it == in_before.end()) return d;
-    d.resident = static_cast<int64_t>(a.resident_bytes) -
-                 static_cast<int64_t>(it->second->resident_bytes);
+    d.resident =
+        static_cast<int64_t>(a.resident_bytes) - static_cast<int64_t>(it->second->resident_bytes);
     d.swapped =
         static_cast<int64_t>(a.swapped_bytes) - static_cast<int64_t>(it->second->swapped_bytes);
     return d;
@@ -289,7 +288,9 @@ void Exact(const v1::Snapshot& before, const v1::Snapshot& after, Measure measur
       });
   ForEachOwnedAllocationIf(
       before, before_rows, owners,
-      [&](const Allocation& a) { return !still_live.contains({a.address, a.birth_sequence}); },
+      [&](const Allocation& a) {
+        return !still_live.contains({a.address, a.birth_sequence});
+      },
       [&](const Allocation& a, const Owner& owner) {
         DiffRow& row = table.Get(owner);
         row.released.Add(a);

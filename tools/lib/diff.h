@@ -98,9 +98,9 @@ struct RssExplanation {
   int64_t anon_swap_growth = 0;  // (RssAnon + VmSwap) after - before
   std::vector<KindGrowth> tracked;
   Measure measure = Measure::kAllocated;  // of the tracked bytes
-  int64_t tracked_anon_growth = 0;  // heap + mmap-anon + host GPU kinds
+  int64_t tracked_anon_growth = 0;        // heap + mmap-anon + host GPU kinds
   int64_t allocator_retained_growth = 0;  // glibc free-but-held (mallinfo2 fordblks)
-  int64_t untracked_growth = 0;  // anon_swap_growth - tracked_anon - allocator_retained
+  int64_t untracked_growth = 0;           // anon_swap_growth - tracked_anon - allocator_retained
   // tracked_anon_growth / anon_swap_growth, in [0, 1]; -1 when RSS did not
   // grow, or when a snapshot is degraded (the share would be too low by the
   // dropped records' bytes, and look like a finding).

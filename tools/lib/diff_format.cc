@@ -48,11 +48,11 @@ std::string JsonOwner(const Owner& owner) {
   for (const std::string& frame : owner.chain) chain.push_back(JsonString(frame));
   std::vector<std::string> frames;
   for (const std::string& frame : owner.frames) frames.push_back(JsonString(frame));
-  return absl::StrCat("{\"key\":", JsonString(owner.key), ",\"display\":", JsonString(owner.display),
-                      ",\"category\":", owner.category.empty() ? "null" : JsonString(owner.category),
-                      ",\"bounded\":", owner.bounded ? "true" : "false", ",\"chain\":[",
-                      absl::StrJoin(chain, ","), "],\"frames\":[", absl::StrJoin(frames, ","),
-                      "]}");
+  return absl::StrCat(
+      "{\"key\":", JsonString(owner.key), ",\"display\":", JsonString(owner.display),
+      ",\"category\":", owner.category.empty() ? "null" : JsonString(owner.category),
+      ",\"bounded\":", owner.bounded ? "true" : "false", ",\"chain\":[", absl::StrJoin(chain, ","),
+      "],\"frames\":[", absl::StrJoin(frames, ","), "]}");
 }
 
 std::string JsonSnapshotRef(const v1::Snapshot& snapshot) {
@@ -228,8 +228,9 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   if (diff.measure.residency && diff.measure.used == Measure::kResident) {
     // The level at `after`, every term memory: it adds up exactly.
     const RssLevel& level = rss.after_level;
-    absl::StrAppend(&out, "  adds up     ", diff.before == nullptr ? "" : "at after: ",
-                    "tracked resident ", Bytes(level.tracked_anon), " + allocator-held free ",
+    absl::StrAppend(&out, "  adds up     ",
+                    diff.before == nullptr ? "" : "at after: ", "tracked resident ",
+                    Bytes(level.tracked_anon), " + allocator-held free ",
                     Bytes(level.allocator_free_held), " + untracked ", Bytes(level.untracked),
                     " = RssAnon+VmSwap ", Bytes(level.anon_swap), "\n");
   }
@@ -263,8 +264,7 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
     if (swapped) absl::StrAppend(&text, PadLeft(Bytes(by.swapped), 11));
     return text;
   };
-  std::string header = PadLeft(
-      both ? MeasureName(measure.used) : (live ? "live" : "retained"), 11);
+  std::string header = PadLeft(both ? MeasureName(measure.used) : (live ? "live" : "retained"), 11);
   if (both) absl::StrAppend(&header, PadLeft(MeasureName(other), 11));
   if (swapped) absl::StrAppend(&header, PadLeft("swapped", 11));
   absl::StrAppend(&out, header, PadLeft("count", 9), PadLeft("share", 8));
@@ -273,9 +273,10 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   const size_t indent = header.size() + 9 + 8 + (live ? 0 : 11) + 2;
   for (size_t i = 0; i < shown; ++i) {
     const DiffRow& row = diff.rows[i];
-    double share = diff.total_retained_bytes > 0 ? static_cast<double>(row.retained_bytes) /
-                                                       static_cast<double>(diff.total_retained_bytes)
-                                                 : 0;
+    double share = diff.total_retained_bytes > 0
+                       ? static_cast<double>(row.retained_bytes) /
+                             static_cast<double>(diff.total_retained_bytes)
+                       : 0;
     absl::StrAppend(&out, byte_columns(row.retained_bytes, row.retained),
                     PadLeft(absl::StrCat(row.retained_count), 9), PadLeft(Percent(share), 8));
     if (!live) {
@@ -306,25 +307,21 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
   const RssExplanation& rss = diff.rss;
   std::vector<std::string> kinds;
   for (const KindGrowth& kind : rss.tracked) {
-    kinds.push_back(absl::StrCat(
-        "{\"kind\":", JsonString(KindName(kind.kind)), ",\"live_bytes\":", kind.live_bytes_growth,
-        ",\"live_count\":", kind.live_count_growth,
-        ",\"resident_bytes\":", kind.resident_bytes_growth,
-        ",\"swapped_bytes\":", kind.swapped_bytes_growth,
-        ",\"measured_bytes\":", kind.measured_growth, "}"));
+    kinds.push_back(absl::StrCat("{\"kind\":", JsonString(KindName(kind.kind)), ",\"live_bytes\":",
+                                 kind.live_bytes_growth, ",\"live_count\":", kind.live_count_growth,
+                                 ",\"resident_bytes\":", kind.resident_bytes_growth,
+                                 ",\"swapped_bytes\":", kind.swapped_bytes_growth,
+                                 ",\"measured_bytes\":", kind.measured_growth, "}"));
   }
   std::vector<std::string> rows;
   const size_t shown = RowLimit(diff.rows.size(), options.top);
   for (size_t i = 0; i < shown; ++i) {
     const DiffRow& row = diff.rows[i];
-    rows.push_back(absl::StrCat("{\"owner\":", JsonOwner(row.owner),
-                                ",\"retained_bytes\":", row.retained_bytes,
-                                ",\"retained_count\":", row.retained_count,
-                                ",\"released_bytes\":", row.released_bytes,
-                                ",\"released_count\":", row.released_count,
-                                ",\"net_bytes\":", row.net_bytes(),
-                                JsonBytes("retained", row.retained),
-                                JsonBytes("released", row.released), "}"));
+    rows.push_back(absl::StrCat(
+        "{\"owner\":", JsonOwner(row.owner), ",\"retained_bytes\":", row.retained_bytes,
+        ",\"retained_count\":", row.retained_count, ",\"released_bytes\":", row.released_bytes,
+        ",\"released_count\":", row.released_count, ",\"net_bytes\":", row.net_bytes(),
+        JsonBytes("retained", row.retained), JsonBytes("released", row.released), "}"));
   }
   return absl::StrCat(
       "{\"schema\":\"retain-diff/1\",\"mode\":", JsonString(DiffModeName(diff.mode)),
@@ -353,9 +350,9 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
       "},\"total\":{\"retained_bytes\":", diff.total_retained_bytes,
       ",\"retained_count\":", diff.total_retained_count,
       ",\"released_bytes\":", diff.total_released_bytes,
-      ",\"released_count\":", diff.total_released_count,
-      JsonBytes("retained", diff.total_retained), JsonBytes("released", diff.total_released),
-      "},\"owner_count\":", diff.rows.size(), ",\"rows\":[", absl::StrJoin(rows, ","),
+      ",\"released_count\":", diff.total_released_count, JsonBytes("retained", diff.total_retained),
+      JsonBytes("released", diff.total_released), "},\"owner_count\":", diff.rows.size(),
+      ",\"rows\":[", absl::StrJoin(rows, ","),
       "],\"warnings\":", JsonWarnings(options, rss.adds_up_warning), "}\n");
 }
 
@@ -374,23 +371,29 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
                   ": ", absl::StrFormat("%g", trend.requests.front()), " .. ",
                   absl::StrFormat("%g", trend.requests.back()), "\n");
   if (trend.sample_interval_bytes != 0) {
-    absl::StrAppend(&out, "  note        sampled snapshots (one heap sample per ",
-                    HumanBytes(trend.sample_interval_bytes),
-                    "): ~ marks estimates, \u00b1 one standard error (about sqrt(interval x bytes));"
-                    " growth within the error is never linear\n");
+    absl::StrAppend(
+        &out, "  note        sampled snapshots (one heap sample per ",
+        HumanBytes(trend.sample_interval_bytes),
+        "): ~ marks estimates, \u00b1 one standard error (about sqrt(interval x bytes));"
+        " growth within the error is never linear\n");
   }
   for (const std::string& warning : options.warnings) {
     absl::StrAppend(&out, "  warning     ", warning, "\n");
   }
   absl::StrAppend(&out, "\n", Pad("verdict", 9), PadLeft("first", 11), PadLeft("last", 11), "  ",
-                  Pad(absl::StrCat("per ", unit, " / level"), 34), "  owner (", GroupByName(options.by),
-                  ")\n");
+                  Pad(absl::StrCat("per ", unit, " / level"), 34), "  owner (",
+                  GroupByName(options.by), ")\n");
   auto line = [&](const TrendRow& row) {
     const std::string approx = row.estimated() ? "~" : "";
-    absl::StrAppend(&out, Pad(VerdictName(row.fit.verdict), 9),
-                    PadLeft(approx + HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.front(), 0))), 11),
-                    PadLeft(approx + HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.back(), 0))), 11),
-                    "  ", Pad(VerdictDetail(row.fit, unit), 34), "  ", row.owner.display);
+    absl::StrAppend(
+        &out, Pad(VerdictName(row.fit.verdict), 9),
+        PadLeft(approx +
+                    HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.front(), 0))),
+                11),
+        PadLeft(
+            approx + HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.back(), 0))),
+            11),
+        "  ", Pad(VerdictDetail(row.fit, unit), 34), "  ", row.owner.display);
     if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
       absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
     }
@@ -428,7 +431,8 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
         "]}");
   };
   std::vector<std::string> snapshots;
-  for (const v1::Snapshot* snapshot : trend.snapshots) snapshots.push_back(JsonSnapshotRef(*snapshot));
+  for (const v1::Snapshot* snapshot : trend.snapshots)
+    snapshots.push_back(JsonSnapshotRef(*snapshot));
   std::vector<std::string> requests;
   for (double x : trend.requests) requests.push_back(JsonDouble(x));
   std::vector<std::string> rows;
@@ -441,8 +445,8 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
       "],\"requests_from_tags\":", trend.requests_from_tags ? "true" : "false",
       ",\"degraded\":", options.degraded_warning.empty() ? "false" : "true",
       ",\"estimated\":", trend.sample_interval_bytes != 0 ? "true" : "false",
-      ",\"min_request_counts\":", kMinRequestCounts,
-      ",\"rss\":", row_json(trend.rss, false), ",\"anon_swap\":", row_json(trend.anon, false),
+      ",\"min_request_counts\":", kMinRequestCounts, ",\"rss\":", row_json(trend.rss, false),
+      ",\"anon_swap\":", row_json(trend.anon, false),
       ",\"tracked\":", row_json(trend.tracked, false), ",\"owner_count\":", trend.rows.size(),
       ",\"rows\":[", absl::StrJoin(rows, ","), "],\"warnings\":", JsonWarnings(options), "}\n");
 }
@@ -483,8 +487,8 @@ ProfileSpec DiffProfile(const DiffResult& diff) {
     spec.duration_nanos = static_cast<int64_t>(diff.after->header().time_unix_ns()) -
                           static_cast<int64_t>(diff.before->header().time_unix_ns());
   }
-  spec.comments.push_back(absl::StrCat("retain-diff ", DiffModeName(diff.mode), ": ",
-                                       diff.mode_reason));
+  spec.comments.push_back(
+      absl::StrCat("retain-diff ", DiffModeName(diff.mode), ": ", diff.mode_reason));
   spec.comments.push_back(
       diff.measure.fallback_warning.empty()
           ? absl::StrCat("measure: ", MeasureName(diff.measure.used),
@@ -508,8 +512,8 @@ ProfileSpec DiffProfile(const DiffResult& diff) {
     if (share.tag_id != 0) {
       for (const v1::Tag& tag : diff.after->tags()) {
         if (tag.id() == share.tag_id) {
-          sample.labels.push_back(
-              {"request", tag.request_id().empty() ? absl::StrCat("#", tag.id()) : tag.request_id()});
+          sample.labels.push_back({"request", tag.request_id().empty() ? absl::StrCat("#", tag.id())
+                                                                       : tag.request_id()});
         }
       }
     }

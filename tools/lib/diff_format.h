@@ -16,7 +16,7 @@
 namespace retain::tool {
 
 struct FormatOptions {
-  int top = 20;           // rows shown (0: all)
+  int top = 20;  // rows shown (0: all)
   GroupBy by = GroupBy::kSite;
   std::vector<std::string> warnings;  // symbolizer warnings, shown once
   // DegradedWarning() of the snapshots; shown first, as a WARNING line in

@@ -11,13 +11,15 @@ namespace {
 
 // A function name without its parameter list and, for templates, without
 // the return type the demangler puts first:
-//   "void* std::vector<int>::emplace_back<int>(int&&) const" -> "std::vector<int>::emplace_back<int>"
+//   "void* std::vector<int>::emplace_back<int>(int&&) const" ->
+//   "std::vector<int>::emplace_back<int>"
 std::string ShortFunctionName(const std::string& name) {
   std::string result = name;
   // Parameters: the last balanced "(...)" at the end (after an optional
   // " const"), unless it is "operator()" itself.
   size_t end = result.rfind(')');
-  if (end != std::string::npos && result.find_first_not_of(" const&", end + 1) == std::string::npos) {
+  if (end != std::string::npos &&
+      result.find_first_not_of(" const&", end + 1) == std::string::npos) {
     int depth = 0;
     for (size_t i = end + 1; i-- > 0;) {
       if (result[i] == ')') ++depth;
@@ -92,8 +94,8 @@ std::vector<FlatFrame> Flatten(Symbolizer& symbolizer, const v1::Snapshot& snaps
 
 bool ParseGroupBy(absl::string_view text, GroupBy* by) {
   static const std::pair<const char*, GroupBy> kNames[] = {
-      {"site", GroupBy::kSite},     {"stack", GroupBy::kStack}, {"function", GroupBy::kFunction},
-      {"module", GroupBy::kModule}, {"kind", GroupBy::kKind},   {"tag", GroupBy::kTag},
+      {"site", GroupBy::kSite},        {"stack", GroupBy::kStack}, {"function", GroupBy::kFunction},
+      {"module", GroupBy::kModule},    {"kind", GroupBy::kKind},   {"tag", GroupBy::kTag},
       {"category", GroupBy::kCategory}};
   for (const auto& [name, value] : kNames) {
     if (text == name) {
@@ -106,13 +108,20 @@ bool ParseGroupBy(absl::string_view text, GroupBy* by) {
 
 const char* GroupByName(GroupBy by) {
   switch (by) {
-    case GroupBy::kSite: return "site";
-    case GroupBy::kStack: return "stack";
-    case GroupBy::kFunction: return "function";
-    case GroupBy::kModule: return "module";
-    case GroupBy::kKind: return "kind";
-    case GroupBy::kTag: return "tag";
-    case GroupBy::kCategory: return "category";
+    case GroupBy::kSite:
+      return "site";
+    case GroupBy::kStack:
+      return "stack";
+    case GroupBy::kFunction:
+      return "function";
+    case GroupBy::kModule:
+      return "module";
+    case GroupBy::kKind:
+      return "kind";
+    case GroupBy::kTag:
+      return "tag";
+    case GroupBy::kCategory:
+      return "category";
   }
   return "site";
 }
@@ -131,12 +140,13 @@ const std::vector<std::string>& DefaultSkipPatterns() {
       // (a container growing is the owner's doing, not the container's).
       "^__gnu_cxx::new_allocator", "^std::__new_allocator", "^std::allocator",
       "^std::__allocated_ptr", "^std::__allocate_guarded", "^std::_Vector_base",
-      "^std::vector<.*>::", "^std::__cxx11::basic_string", "^std::basic_string",
-      "^std::_Hashtable", "^std::__detail::", "^std::_Rb_tree", "^std::_Deque_base",
-      "^std::deque<", "^std::__cxx11::list<", "^std::_List_base", "^std::(map|set|multimap|multiset|unordered_map|unordered_set)<",
-      "^std::__shared_count", "^std::__shared_ptr", "^std::shared_ptr", "^std::_Sp_",
-      "^std::make_shared", "^std::allocate_shared", "^std::make_unique", "^std::__uninitialized",
-      "^std::_Construct", "^std::construct_at", "^std::pair<", "^std::tuple<", "^std::_Tuple_impl",
+      "^std::vector<.*>::", "^std::__cxx11::basic_string", "^std::basic_string", "^std::_Hashtable",
+      "^std::__detail::", "^std::_Rb_tree", "^std::_Deque_base", "^std::deque<",
+      "^std::__cxx11::list<", "^std::_List_base",
+      "^std::(map|set|multimap|multiset|unordered_map|unordered_set)<", "^std::__shared_count",
+      "^std::__shared_ptr", "^std::shared_ptr", "^std::_Sp_", "^std::make_shared",
+      "^std::allocate_shared", "^std::make_unique", "^std::__uninitialized", "^std::_Construct",
+      "^std::construct_at", "^std::pair<", "^std::tuple<", "^std::_Tuple_impl",
       // Aligned-allocation wrappers in native servers (ggml and friends).
       "_aligned_malloc$", "_aligned_alloc$"};
   return *kPatterns;
@@ -161,8 +171,8 @@ absl::StatusOr<std::unique_ptr<OwnerResolver>> OwnerResolver::Create(Symbolizer&
         try {
           compiled.frames.emplace_back(frame, kRuleRegexFlags);
         } catch (const std::regex_error& e) {
-          return absl::InvalidArgumentError(absl::StrCat("category ", category.name(),
-                                                         ": bad regex '", frame, "': ", e.what()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("category ", category.name(), ": bad regex '", frame, "': ", e.what()));
         }
       }
       resolver->categories_.push_back(std::move(compiled));
@@ -197,8 +207,8 @@ const v1::Category* OwnerResolver::CategoryOf(const std::vector<std::string>& na
   return nullptr;
 }
 
-const Owner& OwnerResolver::Resolve(const v1::Snapshot& snapshot, uint32_t stack_id,
-                                    v1::Kind kind, uint32_t tag_id) {
+const Owner& OwnerResolver::Resolve(const v1::Snapshot& snapshot, uint32_t stack_id, v1::Kind kind,
+                                    uint32_t tag_id) {
   std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(&snapshot), ":", stack_id, ":",
                                  static_cast<int>(kind), ":", tag_id);
   auto it = cache_.find(key);
@@ -237,8 +247,9 @@ Owner OwnerResolver::Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1
       } else {
         owner.key = flat[site].Display(lines);
         owner.display = flat[site].Display(true);
-        for (size_t i = site + 1; i < flat.size() && owner.chain.size() <
-                                      static_cast<size_t>(std::max(options_.chain_depth, 0));
+        for (size_t i = site + 1;
+             i < flat.size() &&
+             owner.chain.size() < static_cast<size_t>(std::max(options_.chain_depth, 0));
              ++i) {
           owner.chain.push_back(flat[i].Display(true));
         }

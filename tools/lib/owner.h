@@ -96,8 +96,8 @@ class OwnerResolver {
     const v1::Category* category;
     std::vector<std::regex> frames;
   };
-  OwnerResolver(Symbolizer& symbolizer, OwnerOptions options) : symbolizer_(symbolizer),
-                                                                options_(std::move(options)) {}
+  OwnerResolver(Symbolizer& symbolizer, OwnerOptions options)
+      : symbolizer_(symbolizer), options_(std::move(options)) {}
   Owner Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1::Kind kind, uint32_t tag_id);
   bool IsPlumbing(const std::string& function);
 

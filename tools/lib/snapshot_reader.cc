@@ -385,8 +385,7 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
       row.swapped_bytes = has_swapped ? block.swapped_bytes(i) : 0;
       if (row.size != row.recorded_size && row.recorded_size != 0) {
         // A sampled row stands for size / recorded_size allocations like it.
-        const double scale =
-            static_cast<double>(row.size) / static_cast<double>(row.recorded_size);
+        const double scale = static_cast<double>(row.size) / static_cast<double>(row.recorded_size);
         row.resident_bytes =
             static_cast<uint64_t>(std::llround(static_cast<double>(row.resident_bytes) * scale));
         row.swapped_bytes =

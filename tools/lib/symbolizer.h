@@ -68,9 +68,9 @@ struct SymbolizerOptions {
 
 // What the caches saved, for tests and benchmarks (bench/symbolizer_bench).
 struct SymbolizerStats {
-  uint64_t lookups = 0;           // Symbolize() calls
-  uint64_t address_misses = 0;    // addresses new to a snapshot's index
-  uint64_t dwarf_lookups = 0;     // module offsets looked up in DWARF: each once
+  uint64_t lookups = 0;              // Symbolize() calls
+  uint64_t address_misses = 0;       // addresses new to a snapshot's index
+  uint64_t dwarf_lookups = 0;        // module offsets looked up in DWARF: each once
   uint64_t module_files_opened = 0;  // module files opened: each module once
 };
 

@@ -77,7 +77,8 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot) {
   std::string key;
   for (const Allocation& a : FlattenAllocations(snapshot)) {
     const uint32_t tag = by_tag ? a.tag_id : 0;
-    auto [slot, fresh] = local.emplace(std::make_tuple(a.stack_id, static_cast<int>(a.kind), tag), 0);
+    auto [slot, fresh] =
+        local.emplace(std::make_tuple(a.stack_id, static_cast<int>(a.kind), tag), 0);
     if (fresh) {
       key.clear();
       AppendRaw(&key, table_id);

@@ -51,9 +51,9 @@ struct TrendResult {
   // tags), owned by `kept`.
   std::vector<const v1::Snapshot*> snapshots;
   std::vector<std::shared_ptr<const v1::Snapshot>> kept;
-  TrendRow rss;      // VmRSS
-  TrendRow anon;     // RssAnon + VmSwap
-  TrendRow tracked;  // all live tracked bytes
+  TrendRow rss;                // VmRSS
+  TrendRow anon;               // RssAnon + VmSwap
+  TrendRow tracked;            // all live tracked bytes
   std::vector<TrendRow> rows;  // by growth, descending
 };
 
@@ -88,12 +88,12 @@ class TrendBuilder {
     double tracked_variance = 0;
   };
   OwnerResolver& owners_;
-  std::vector<Column> columns_;  // in the order added
-  std::vector<TrendRow> rows_;   // live_bytes indexed like columns_ (may be short: 0)
+  std::vector<Column> columns_;                // in the order added
+  std::vector<TrendRow> rows_;                 // live_bytes indexed like columns_ (may be short: 0)
   std::vector<std::vector<double>> variance_;  // per row, like live_bytes; empty: exact
   bool tracked_estimated_ = false;
-  absl::flat_hash_map<std::string, size_t> row_of_key_;      // owner key -> row
-  absl::flat_hash_map<std::string, size_t> row_of_stack_;    // stack content -> row
+  absl::flat_hash_map<std::string, size_t> row_of_key_;       // owner key -> row
+  absl::flat_hash_map<std::string, size_t> row_of_stack_;     // stack content -> row
   absl::flat_hash_map<std::string, uint32_t> module_tables_;  // module table -> id
 };
 

@@ -8,13 +8,13 @@
 namespace retain::tool {
 namespace {
 
-constexpr double kFlatSigmas = 3;       // step 1
-constexpr double kRiseSigmas = 4;       // step 4: fitted rise vs the endpoints' error
-constexpr double kMinSlopeT = 4;        // step 4: slope vs its standard error
-constexpr double kTrendShareOfRange = 0.5;  // steps 4, 5
-constexpr double kSplitF = 20;          // step 3
-constexpr double kOneStepShare = 0.8;   // step 5: warm-up
-constexpr double kMinRSquared = 0.5;    // step 4
+constexpr double kFlatSigmas = 3;            // step 1
+constexpr double kRiseSigmas = 4;            // step 4: fitted rise vs the endpoints' error
+constexpr double kMinSlopeT = 4;             // step 4: slope vs its standard error
+constexpr double kTrendShareOfRange = 0.5;   // steps 4, 5
+constexpr double kSplitF = 20;               // step 3
+constexpr double kOneStepShare = 0.8;        // step 5: warm-up
+constexpr double kMinRSquared = 0.5;         // step 4
 constexpr double kCreepShareOfLevel = 0.02;  // step 5
 constexpr double kCreepShareOfRate = 0.1;    // step 5
 constexpr double kDropErrors = 2;            // step 5
@@ -34,8 +34,7 @@ struct Line {
   size_t n = 0;
 };
 
-Line FitLine(const std::vector<double>& x, const std::vector<double>& y, size_t begin,
-             size_t end) {
+Line FitLine(const std::vector<double>& x, const std::vector<double>& y, size_t begin, size_t end) {
   Line line;
   line.n = end - begin;
   if (line.n == 0) return line;
@@ -84,19 +83,19 @@ double Median(std::vector<double> values) {
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
   const double upper = values[mid];
   if (values.size() % 2 == 1) return upper;
-  const double lower = *std::max_element(values.begin(),
-                                         values.begin() + static_cast<std::ptrdiff_t>(mid));
+  const double lower =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
   return lower + (upper - lower) / 2;
 }
 
 // What one segment of the sorted points says (step 4 and 5).
 struct Segment {
   Line line;
-  double span = 0;       // of x
-  double rise = 0;       // slope x span
-  double range = 0;      // highest - lowest y
+  double span = 0;   // of x
+  double rise = 0;   // slope x span
+  double range = 0;  // highest - lowest y
   double low = 0, high = 0;
-  double noise = 0;      // min_step + kRiseSigmas x the endpoints' combined error
+  double noise = 0;  // min_step + kRiseSigmas x the endpoints' combined error
   double slope_error = 0;
   bool rises = false;
 };
@@ -123,8 +122,7 @@ Segment Describe(const std::vector<double>& x, const std::vector<double>& y,
   const double endpoint_error = std::hypot(first_error, last_error);
   s.noise = min_step + kRiseSigmas * endpoint_error;
   const double variance =
-      std::max(s.line.n > 2 ? s.line.sse / static_cast<double>(s.line.n - 2) : 0.0,
-               floor_variance);
+      std::max(s.line.n > 2 ? s.line.sse / static_cast<double>(s.line.n - 2) : 0.0, floor_variance);
   const double statistical = s.line.sxx > 0 ? std::sqrt(variance / s.line.sxx) : 0;
   // Sampling errors persist from snapshot to snapshot (an allocation
   // sampled stays sampled while it lives), so the residuals understate
@@ -226,8 +224,8 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
   double best_sse = 0;
   const double tie = 1e-9 * static_cast<double>(n);
   for (size_t b = 1; b + kMinBandRequestCounts <= groups; ++b) {
-    const double sse = SseOf(prefix[0], prefix[group_start[b]]) +
-                       SseOf(prefix[group_start[b]], prefix[n]);
+    const double sse =
+        SseOf(prefix[0], prefix[group_start[b]]) + SseOf(prefix[group_start[b]], prefix[n]);
     if (best == 0 || sse < best_sse - tie) {
       best = b;
       best_sse = sse;

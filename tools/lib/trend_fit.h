@@ -76,8 +76,8 @@ struct TrendFit {
   double level = 0;        // plateau / warm-up: the median it settled at; else the last value
   double band_low = 0;     // plateau / warm-up: the lowest and highest bytes while holding
   double band_high = 0;
-  double flat_from = 0;    // plateau / warm-up: the request count where it stopped growing
-  double growth = 0;       // last - first
+  double flat_from = 0;       // plateau / warm-up: the request count where it stopped growing
+  double growth = 0;          // last - first
   size_t request_counts = 0;  // distinct x values
   bool estimated = false;     // the y values were sampled estimates (se given)
   double error = 0;           // estimated: the standard error of the last value

@@ -91,16 +91,16 @@ RETAIN_API_DECL void retain_request_release(void);
 #define RETAIN_SNAPSHOT(label) ((retain_snapshot) != 0 ? retain_snapshot(label) : -1)
 #define RETAIN_REQUEST_BEGIN(id) \
   ((retain_request_begin) != 0 ? retain_request_begin(id) : (retain_request_t)0)
-#define RETAIN_REQUEST_END(request)                          \
-  do {                                                       \
+#define RETAIN_REQUEST_END(request)                             \
+  do {                                                          \
     if ((retain_request_end) != 0) retain_request_end(request); \
   } while (0)
-#define RETAIN_REQUEST_ADOPT(request)                            \
-  do {                                                           \
+#define RETAIN_REQUEST_ADOPT(request)                               \
+  do {                                                              \
     if ((retain_request_adopt) != 0) retain_request_adopt(request); \
   } while (0)
-#define RETAIN_REQUEST_RELEASE()                                \
-  do {                                                          \
+#define RETAIN_REQUEST_RELEASE()                                 \
+  do {                                                           \
     if ((retain_request_release) != 0) retain_request_release(); \
   } while (0)
 

@@ -17,9 +17,9 @@
 #if !defined(__APPLE__)
 #include <malloc.h>
 #endif
-#include <stdlib.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/select.h>

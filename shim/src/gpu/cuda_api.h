@@ -59,68 +59,68 @@ using cudaMemPool_t = void*;                                  // struct CUmemPoo
 // name and the cudaVersion from which it selects this ABI (cudaTypedefs.h's
 // PFN_*_v<version>; 0: every version); impl: the cuda_impl function; params,
 // args: the parameter list and the same names as arguments.
-#define RETAIN_FOR_EACH_CUDART_HOOK(X)                                                            \
-  X(kCudaMalloc, cudaMalloc, nullptr, Malloc, (void** dev_ptr, size_t size), (dev_ptr, size))     \
-  X(kCudaFree, cudaFree, nullptr, Free, (void* dev_ptr), (dev_ptr))                               \
-  X(kCudaMallocHost, cudaMallocHost, nullptr, MallocHost, (void** ptr, size_t size), (ptr, size)) \
-  X(kCudaHostAlloc, cudaHostAlloc, nullptr, HostAlloc,                                            \
-    (void** host, size_t size, unsigned int flags), (host, size, flags))                          \
-  X(kCudaFreeHost, cudaFreeHost, nullptr, FreeHost, (void* ptr), (ptr))                           \
-  X(kCudaMallocManaged, cudaMallocManaged, nullptr, MallocManaged,                                \
-    (void** dev_ptr, size_t size, unsigned int flags), (dev_ptr, size, flags))                    \
-  X(kCudaMallocAsync, cudaMallocAsync, "cudaMallocAsync_ptsz", MallocAsync,                       \
-    (void** dev_ptr, size_t size, cudaStream_t stream), (dev_ptr, size, stream))                  \
-  X(kCudaFreeAsync, cudaFreeAsync, "cudaFreeAsync_ptsz", FreeAsync,                               \
-    (void* dev_ptr, cudaStream_t stream), (dev_ptr, stream))                                      \
-  X(kCudaMallocPitch, cudaMallocPitch, nullptr, MallocPitch,                                      \
+#define RETAIN_FOR_EACH_CUDART_HOOK(X)                                                             \
+  X(kCudaMalloc, cudaMalloc, nullptr, Malloc, (void** dev_ptr, size_t size), (dev_ptr, size))      \
+  X(kCudaFree, cudaFree, nullptr, Free, (void* dev_ptr), (dev_ptr))                                \
+  X(kCudaMallocHost, cudaMallocHost, nullptr, MallocHost, (void** ptr, size_t size), (ptr, size))  \
+  X(kCudaHostAlloc, cudaHostAlloc, nullptr, HostAlloc,                                             \
+    (void** host, size_t size, unsigned int flags), (host, size, flags))                           \
+  X(kCudaFreeHost, cudaFreeHost, nullptr, FreeHost, (void* ptr), (ptr))                            \
+  X(kCudaMallocManaged, cudaMallocManaged, nullptr, MallocManaged,                                 \
+    (void** dev_ptr, size_t size, unsigned int flags), (dev_ptr, size, flags))                     \
+  X(kCudaMallocAsync, cudaMallocAsync, "cudaMallocAsync_ptsz", MallocAsync,                        \
+    (void** dev_ptr, size_t size, cudaStream_t stream), (dev_ptr, size, stream))                   \
+  X(kCudaFreeAsync, cudaFreeAsync, "cudaFreeAsync_ptsz", FreeAsync,                                \
+    (void* dev_ptr, cudaStream_t stream), (dev_ptr, stream))                                       \
+  X(kCudaMallocPitch, cudaMallocPitch, nullptr, MallocPitch,                                       \
     (void** dev_ptr, size_t* pitch, size_t width, size_t height), (dev_ptr, pitch, width, height)) \
-  X(kCudaMallocFromPoolAsync, cudaMallocFromPoolAsync, "cudaMallocFromPoolAsync_ptsz",            \
-    MallocFromPoolAsync, (void** ptr, size_t size, cudaMemPool_t mem_pool, cudaStream_t stream),  \
+  X(kCudaMallocFromPoolAsync, cudaMallocFromPoolAsync, "cudaMallocFromPoolAsync_ptsz",             \
+    MallocFromPoolAsync, (void** ptr, size_t size, cudaMemPool_t mem_pool, cudaStream_t stream),   \
     (ptr, size, mem_pool, stream))
 
-#define RETAIN_FOR_EACH_CUDA_DRIVER_HOOK(X)                                                       \
-  X(kCuMemAlloc, cuMemAlloc_v2, nullptr, "cuMemAlloc", 3020, MemAlloc,                            \
-    (CUdeviceptr * dptr, size_t bytesize), (dptr, bytesize))                                      \
-  X(kCuMemFree, cuMemFree_v2, nullptr, "cuMemFree", 3020, MemFree, (CUdeviceptr dptr), (dptr))    \
-  X(kCuMemAllocHost, cuMemAllocHost_v2, nullptr, "cuMemAllocHost", 3020, MemAllocHost,            \
-    (void** pp, size_t bytesize), (pp, bytesize))                                                 \
-  X(kCuMemHostAlloc, cuMemHostAlloc, nullptr, "cuMemHostAlloc", 0, MemHostAlloc,                  \
-    (void** pp, size_t bytesize, unsigned int flags), (pp, bytesize, flags))                      \
-  X(kCuMemFreeHost, cuMemFreeHost, nullptr, "cuMemFreeHost", 0, MemFreeHost, (void* p), (p))      \
-  X(kCuMemAllocManaged, cuMemAllocManaged, nullptr, "cuMemAllocManaged", 0, MemAllocManaged,      \
-    (CUdeviceptr * dptr, size_t bytesize, unsigned int flags), (dptr, bytesize, flags))           \
-  X(kCuMemCreate, cuMemCreate, nullptr, "cuMemCreate", 0, MemCreate,                              \
-    (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp* prop,         \
-     unsigned long long flags),                                                                   \
-    (handle, size, prop, flags))                                                                  \
-  X(kCuMemRelease, cuMemRelease, nullptr, "cuMemRelease", 0, MemRelease,                          \
-    (CUmemGenericAllocationHandle handle), (handle))                                              \
-  X(kCuMemMap, cuMemMap, nullptr, "cuMemMap", 0, MemMap,                                          \
-    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,            \
-     unsigned long long flags),                                                                   \
-    (ptr, size, offset, handle, flags))                                                           \
-  X(kCuMemUnmap, cuMemUnmap, nullptr, "cuMemUnmap", 0, MemUnmap, (CUdeviceptr ptr, size_t size),  \
-    (ptr, size))                                                                                  \
-  X(kCuMemAllocAsync, cuMemAllocAsync, "cuMemAllocAsync_ptsz", "cuMemAllocAsync", 0,              \
-    MemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream stream),                        \
-    (dptr, bytesize, stream))                                                                     \
-  X(kCuMemFreeAsync, cuMemFreeAsync, "cuMemFreeAsync_ptsz", "cuMemFreeAsync", 0, MemFreeAsync,    \
-    (CUdeviceptr dptr, CUstream stream), (dptr, stream))                                          \
-  X(kCuMemAllocPitch, cuMemAllocPitch_v2, nullptr, "cuMemAllocPitch", 3020, MemAllocPitch,        \
-    (CUdeviceptr * dptr, size_t * pitch, size_t width_in_bytes, size_t height,                    \
-     unsigned int element_size_bytes),                                                            \
-    (dptr, pitch, width_in_bytes, height, element_size_bytes))                                    \
-  X(kCuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync_ptsz",            \
-    "cuMemAllocFromPoolAsync", 0, MemAllocFromPoolAsync,                                          \
-    (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream stream),                    \
-    (dptr, bytesize, pool, stream))                                                               \
-  X(kCuGetProcAddress, cuGetProcAddress, nullptr, "cuGetProcAddress", 11030, GetProcAddress,      \
-    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags),                         \
-    (symbol, pfn, cuda_version, flags))                                                           \
-  X(kCuGetProcAddressV2, cuGetProcAddress_v2, nullptr, "cuGetProcAddress", 12000,                 \
-    GetProcAddressV2,                                                                             \
-    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,                          \
-     CUdriverProcAddressQueryResult* status),                                                     \
+#define RETAIN_FOR_EACH_CUDA_DRIVER_HOOK(X)                                                      \
+  X(kCuMemAlloc, cuMemAlloc_v2, nullptr, "cuMemAlloc", 3020, MemAlloc,                           \
+    (CUdeviceptr * dptr, size_t bytesize), (dptr, bytesize))                                     \
+  X(kCuMemFree, cuMemFree_v2, nullptr, "cuMemFree", 3020, MemFree, (CUdeviceptr dptr), (dptr))   \
+  X(kCuMemAllocHost, cuMemAllocHost_v2, nullptr, "cuMemAllocHost", 3020, MemAllocHost,           \
+    (void** pp, size_t bytesize), (pp, bytesize))                                                \
+  X(kCuMemHostAlloc, cuMemHostAlloc, nullptr, "cuMemHostAlloc", 0, MemHostAlloc,                 \
+    (void** pp, size_t bytesize, unsigned int flags), (pp, bytesize, flags))                     \
+  X(kCuMemFreeHost, cuMemFreeHost, nullptr, "cuMemFreeHost", 0, MemFreeHost, (void* p), (p))     \
+  X(kCuMemAllocManaged, cuMemAllocManaged, nullptr, "cuMemAllocManaged", 0, MemAllocManaged,     \
+    (CUdeviceptr * dptr, size_t bytesize, unsigned int flags), (dptr, bytesize, flags))          \
+  X(kCuMemCreate, cuMemCreate, nullptr, "cuMemCreate", 0, MemCreate,                             \
+    (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp* prop,        \
+     unsigned long long flags),                                                                  \
+    (handle, size, prop, flags))                                                                 \
+  X(kCuMemRelease, cuMemRelease, nullptr, "cuMemRelease", 0, MemRelease,                         \
+    (CUmemGenericAllocationHandle handle), (handle))                                             \
+  X(kCuMemMap, cuMemMap, nullptr, "cuMemMap", 0, MemMap,                                         \
+    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,           \
+     unsigned long long flags),                                                                  \
+    (ptr, size, offset, handle, flags))                                                          \
+  X(kCuMemUnmap, cuMemUnmap, nullptr, "cuMemUnmap", 0, MemUnmap, (CUdeviceptr ptr, size_t size), \
+    (ptr, size))                                                                                 \
+  X(kCuMemAllocAsync, cuMemAllocAsync, "cuMemAllocAsync_ptsz", "cuMemAllocAsync", 0,             \
+    MemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream stream),                       \
+    (dptr, bytesize, stream))                                                                    \
+  X(kCuMemFreeAsync, cuMemFreeAsync, "cuMemFreeAsync_ptsz", "cuMemFreeAsync", 0, MemFreeAsync,   \
+    (CUdeviceptr dptr, CUstream stream), (dptr, stream))                                         \
+  X(kCuMemAllocPitch, cuMemAllocPitch_v2, nullptr, "cuMemAllocPitch", 3020, MemAllocPitch,       \
+    (CUdeviceptr * dptr, size_t * pitch, size_t width_in_bytes, size_t height,                   \
+     unsigned int element_size_bytes),                                                           \
+    (dptr, pitch, width_in_bytes, height, element_size_bytes))                                   \
+  X(kCuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync_ptsz",           \
+    "cuMemAllocFromPoolAsync", 0, MemAllocFromPoolAsync,                                         \
+    (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream stream),                   \
+    (dptr, bytesize, pool, stream))                                                              \
+  X(kCuGetProcAddress, cuGetProcAddress, nullptr, "cuGetProcAddress", 11030, GetProcAddress,     \
+    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags),                        \
+    (symbol, pfn, cuda_version, flags))                                                          \
+  X(kCuGetProcAddressV2, cuGetProcAddress_v2, nullptr, "cuGetProcAddress", 12000,                \
+    GetProcAddressV2,                                                                            \
+    (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,                         \
+     CUdriverProcAddressQueryResult* status),                                                    \
     (symbol, pfn, cuda_version, flags, status))
 
 // Strips the parentheses of a list: RETAIN_CUDA_UNPAREN (a, b) is a, b.

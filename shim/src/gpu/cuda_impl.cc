@@ -9,8 +9,8 @@
 #include <type_traits>
 
 #include "gpu/gpu_hook.h"
-#include "record/gpu_recorder.h"
 #include "gpu/runtime_lookup.h"
+#include "record/gpu_recorder.h"
 #include "record/hook_shape.h"
 
 namespace retain::shim {
@@ -70,11 +70,15 @@ struct EntryInfo {
 // One row per entry of gpu/cuda_api.h's lists, in CudaEntry order.
 constexpr EntryInfo kEntries[] = {
 #define RETAIN_CUDART_ENTRY_INFO(entry, name, alias, impl, params, args) \
-  {CudaEntry::entry, #name, alias, nullptr, 0,                           \
-   &Wrappers<&cuda_impl::impl>::At<static_cast<int>(CudaEntry::entry)>},
+  {CudaEntry::entry, #name, alias,                                       \
+   nullptr,          0,     &Wrappers<&cuda_impl::impl>::At<static_cast<int>(CudaEntry::entry)>},
 #define RETAIN_CUDA_DRIVER_ENTRY_INFO(entry, name, alias, proc_name, min_version, impl, params, \
                                       args)                                                     \
-  {CudaEntry::entry, #name, alias, proc_name, min_version,                                     \
+  {CudaEntry::entry,                                                                            \
+   #name,                                                                                       \
+   alias,                                                                                       \
+   proc_name,                                                                                   \
+   min_version,                                                                                 \
    &Wrappers<&cuda_impl::impl>::At<static_cast<int>(CudaEntry::entry)>},
     RETAIN_FOR_EACH_CUDART_HOOK(RETAIN_CUDART_ENTRY_INFO)
         RETAIN_FOR_EACH_CUDA_DRIVER_HOOK(RETAIN_CUDA_DRIVER_ENTRY_INFO)

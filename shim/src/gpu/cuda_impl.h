@@ -50,10 +50,10 @@ enum class CudaEntry : int {
 #define RETAIN_CUDA_DRIVER_ENTRY(entry, name, alias, proc_name, min_version, impl, params, args) \
   entry,
   RETAIN_FOR_EACH_CUDART_HOOK(RETAIN_CUDART_ENTRY)
-  RETAIN_FOR_EACH_CUDA_DRIVER_HOOK(RETAIN_CUDA_DRIVER_ENTRY)
+      RETAIN_FOR_EACH_CUDA_DRIVER_HOOK(RETAIN_CUDA_DRIVER_ENTRY)
 #undef RETAIN_CUDART_ENTRY
 #undef RETAIN_CUDA_DRIVER_ENTRY
-  kCount,
+          kCount,
 };
 inline constexpr int kCudaEntryCount = static_cast<int>(CudaEntry::kCount);
 inline constexpr int kCudaWrapperSlots = 4;

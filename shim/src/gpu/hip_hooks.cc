@@ -32,9 +32,9 @@
 #include <type_traits>
 
 #include "gpu/gpu_hook.h"
-#include "record/gpu_recorder.h"
-#include "gpu/runtime_lookup.h"
 #include "gpu/hip_api.h"
+#include "gpu/runtime_lookup.h"
+#include "record/gpu_recorder.h"
 #include "record/hook_shape.h"
 
 namespace retain::shim::hip {

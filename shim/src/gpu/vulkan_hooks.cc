@@ -45,13 +45,13 @@
 
 #include <cstdint>
 
-#include "record/gpu_recorder.h"
-#include "record/kinds.h"
-#include "record/live_table.h"
 #include "base/log.h"
 #include "base/thread_state.h"
 #include "gpu/vulkan_dispatch.h"
 #include "gpu/vulkan_manifest.h"
+#include "record/gpu_recorder.h"
+#include "record/kinds.h"
+#include "record/live_table.h"
 
 namespace retain::shim {
 namespace {

@@ -18,12 +18,12 @@
 
 #include "base/config.h"
 #include "base/files.h"
-#include "gpu/runtime_lookup.h"
+#include "base/init_state.h"
 #include "base/log.h"
 #include "base/process_info.h"
 #include "base/real_dlsym.h"
-#include "base/init_state.h"
 #include "base/thread_state.h"
+#include "gpu/runtime_lookup.h"
 #include "gpu/vulkan_dispatch.h"
 
 namespace retain::shim {

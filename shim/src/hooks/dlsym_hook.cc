@@ -39,10 +39,10 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "gpu/cuda_impl.h"
-#include "gpu/runtime_lookup.h"
-#include "gpu/hip_api.h"
 #include "base/real_dlsym.h"
+#include "gpu/cuda_impl.h"
+#include "gpu/hip_api.h"
+#include "gpu/runtime_lookup.h"
 
 namespace retain::shim {
 namespace {

@@ -10,8 +10,8 @@
 
 #include <climits>
 
-#include "record/hook_shape.h"
 #include "base/own_fds.h"
+#include "record/hook_shape.h"
 
 using namespace retain::shim;
 

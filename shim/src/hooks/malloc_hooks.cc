@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "record/hook_shape.h"
-#include "snapshot/triggers.h"
 #include "record/sampler.h"
+#include "snapshot/triggers.h"
 
 namespace retain::shim {
 namespace {

@@ -5,9 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "unwind/cfi_unwinder.h"
 #include "gpu/runtime_lookup.h"
 #include "record/hook_shape.h"
+#include "unwind/cfi_unwinder.h"
 #include "unwind/module_table.h"
 
 using namespace retain::shim;

@@ -3,12 +3,12 @@
 // Each is callable from any thread, at any time after the shim started;
 // before that (or when the shim is not loaded at all: the header declares
 // them weak) they do nothing.
-#include "snapshot/request_events.h"
-#include "retain/retain.h"
 #include "base/init_state.h"
-#include "snapshot/writer.h"
-#include "record/tag_table.h"
 #include "base/thread_state.h"
+#include "record/tag_table.h"
+#include "retain/retain.h"
+#include "snapshot/request_events.h"
+#include "snapshot/writer.h"
 
 using namespace retain::shim;
 

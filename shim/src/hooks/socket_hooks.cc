@@ -9,10 +9,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "record/hook_shape.h"
-#include "snapshot/triggers.h"
 #include "base/own_fds.h"
 #include "net/socket_table.h"
+#include "record/hook_shape.h"
+#include "snapshot/triggers.h"
 
 using namespace retain::shim;
 

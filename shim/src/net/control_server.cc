@@ -11,7 +11,6 @@
 // ControlServerResetInChild, and the path lock they share); it blocks every
 // signal, never allocates from the host heap, and only logs diagnostics.
 #include "net/control_server.h"
-#include "net/control_transport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,24 +32,25 @@
 
 #include "base/arena.h"
 #include "base/config.h"
-#include "net/control_request.h"
-#include "record/gpu_recorder.h"
 #include "base/hook_table.h"
+#include "base/log.h"
+#include "base/own_fds.h"
+#include "base/process_info.h"
+#include "base/spin_lock.h"
+#include "base/thread_state.h"
+#include "base/threads.h"
+#include "net/control_request.h"
+#include "net/control_transport.h"
+#include "net/socket_table.h"
+#include "record/gpu_recorder.h"
 #include "record/kinds.h"
 #include "record/live_table.h"
 #include "record/live_tables.h"
-#include "base/log.h"
 #include "record/mmap_table.h"
-#include "base/process_info.h"
 #include "record/recorder.h"
-#include "snapshot/request_events.h"
-#include "base/own_fds.h"
-#include "base/threads.h"
-#include "snapshot/writer.h"
-#include "net/socket_table.h"
-#include "base/spin_lock.h"
 #include "record/tag_table.h"
-#include "base/thread_state.h"
+#include "snapshot/request_events.h"
+#include "snapshot/writer.h"
 
 namespace retain::shim {
 namespace control_internal {
@@ -337,8 +337,7 @@ void Reply(Connection* c, int64_t now, int status, const char* content_type, con
   StartWriting(c, now);
 }
 
-void ReplyMessage(Connection* c, int64_t now, int status, const char* message,
-                  const char* extra) {
+void ReplyMessage(Connection* c, int64_t now, int status, const char* message, const char* extra) {
   Reply(c, now, status, "text/plain; charset=utf-8", message, strlen(message), extra);
 }
 
@@ -880,7 +879,7 @@ void StartControlServer() {
     switch (ProbeUnix(config.control_path)) {
       case PathState::kNotSocket:
         LogConfigError("control endpoint: %s exists and is not a socket; no control endpoint",
-                   config.control_path);
+                       config.control_path);
         errno = saved;
         return;
       case PathState::kLive:
@@ -908,7 +907,7 @@ void StartControlServer() {
         LogDiagnostic("control endpoint: %s is in use; no control endpoint", Where());
       } else {
         LogConfigError("control endpoint: cannot listen on %s: %s; no control endpoint", Where(),
-                   strerror(errno));
+                       strerror(errno));
       }
       errno = saved;
       return;

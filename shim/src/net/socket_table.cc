@@ -7,10 +7,10 @@
 
 #include "base/arena.h"
 #include "base/config.h"
-#include "net/http_sniffer.h"
-#include "snapshot/request_events.h"
 #include "base/spin_lock.h"
+#include "net/http_sniffer.h"
 #include "record/tag_table.h"
+#include "snapshot/request_events.h"
 
 namespace retain::shim {
 namespace {

@@ -24,9 +24,9 @@
 
 #include <cstdint>
 
+#include "base/thread_state.h"
 #include "record/kinds.h"
 #include "record/live_table.h"
-#include "base/thread_state.h"
 
 namespace retain::shim {
 

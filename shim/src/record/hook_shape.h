@@ -5,15 +5,15 @@
 // the shim, call the real function and nothing else; (3) otherwise take the
 // guard (BusyScope, base/thread_state.h), call the real function, record on
 // success (a release is recorded before the real call, so the address cannot
-// be reused by another thread before its record is gone), drop the guard. The hooks never change what
-// the real function returns, nor errno.
+// be reused by another thread before its record is gone), drop the guard. The hooks never change
+// what the real function returns, nor errno.
 #ifndef RETAIN_SHIM_SRC_RECORD_HOOK_SHAPE_H_
 #define RETAIN_SHIM_SRC_RECORD_HOOK_SHAPE_H_
 
 #include "base/hook_table.h"
-#include "record/recorder.h"
 #include "base/init_state.h"
 #include "base/thread_state.h"
+#include "record/recorder.h"
 
 #define RETAIN_EXPORT extern "C" __attribute__((visibility("default")))
 #define RETAIN_LIKELY(x) __builtin_expect(!!(x), 1)

@@ -22,9 +22,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/spin_lock.h"
 #include "record/birth_sequence.h"
 #include "record/kinds.h"
-#include "base/spin_lock.h"
 
 namespace retain::shim {
 

@@ -11,10 +11,10 @@
 
 #include "base/hook_table.h"
 #include "base/process_info.h"
-#include "record/sampler.h"
-#include "unwind/stack_capture.h"
-#include "record/tag_table.h"
 #include "base/thread_state.h"
+#include "record/sampler.h"
+#include "record/tag_table.h"
+#include "unwind/stack_capture.h"
 
 namespace retain::shim {
 namespace {

@@ -32,8 +32,7 @@ constexpr uint32_t kFormatVersion = 1;
 }  // namespace
 
 void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label,
-                  uint64_t requests_at_trigger, uint32_t sequence,
-                  const TableCapture& capture) {
+                  uint64_t requests_at_trigger, uint32_t sequence, const TableCapture& capture) {
   ProtoBuffer header;
   header.UintField(1, kFormatVersion);
   header.UintField(2, Pid());

@@ -147,8 +147,7 @@ struct WriterHistory {
 };
 
 void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label,
-                  uint64_t requests_at_trigger, uint32_t sequence,
-                  const TableCapture& capture);
+                  uint64_t requests_at_trigger, uint32_t sequence, const TableCapture& capture);
 void EncodeMemory(ProtoBuffer& out);
 void EncodeModules(ProtoBuffer& out);
 // Heap rows sorted by address so the deltas stay small, then mapping rows

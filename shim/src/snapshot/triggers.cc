@@ -12,12 +12,12 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "base/thread_state.h"
 #include "base/threads.h"
-#include "snapshot/request_events.h"
-#include "snapshot/writer.h"
 #include "record/tag_compaction.h"
 #include "record/tag_table.h"
-#include "base/thread_state.h"
+#include "snapshot/request_events.h"
+#include "snapshot/writer.h"
 
 namespace retain::shim {
 

@@ -63,8 +63,8 @@ int EnsureDirectory(const char* dir) {
   return errno;
 }
 
-bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigger,
-                 char* path_out, size_t path_size) {
+bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigger, char* path_out,
+                 size_t path_size) {
   const Config& config = GetConfig();
   if (int error = EnsureDirectory(config.dir); error != 0) {
     RecordFailure("cannot write snapshots to RETAIN_DIR '%s': %s", config.dir, strerror(error));

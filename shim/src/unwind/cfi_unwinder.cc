@@ -13,8 +13,8 @@
 #include <cstring>
 
 #include "base/arena.h"
-#include "unwind/eh_frame.h"
 #include "base/thread_state.h"
+#include "unwind/eh_frame.h"
 
 namespace retain::shim {
 namespace {

@@ -6,13 +6,13 @@
 
 #include <atomic>
 
-#include "unwind/cfi_unwinder.h"
 #include "base/config.h"
+#include "base/real_dlsym.h"
+#include "base/thread_state.h"
+#include "unwind/cfi_unwinder.h"
 #include "unwind/libunwind_isolation.h"
 #include "unwind/module_table.h"
-#include "base/real_dlsym.h"
 #include "unwind/stack_table.h"
-#include "base/thread_state.h"
 
 namespace retain::shim {
 namespace {

@@ -752,7 +752,8 @@ TEST(SymbolizerCacheTest, OpensEachModuleOnceAndLooksUpEachAddressOnce) {
   size_t frames = 0;
   for (uint32_t id : allocations) {
     const auto& stack = stacks[id];
-    for (int i = 0; i < kDepth; ++i) frames += symbolizer.Symbolize(snapshot, stack[i], i).frames.size();
+    for (int i = 0; i < kDepth; ++i)
+      frames += symbolizer.Symbolize(snapshot, stack[i], i).frames.size();
   }
   EXPECT_GT(frames, 0u);
   const SymbolizerStats warm = symbolizer.Stats();

@@ -2,14 +2,14 @@
 // after, gives the same trend as ComputeTrend over the whole series in
 // memory, in any order; 1,000 snapshots with --rules stay well inside the
 // issue's budget (30 s) because each distinct stack is resolved once.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "retain.pb.h"
 #include "rules.pb.h"
@@ -22,13 +22,15 @@ namespace retain::tool {
 namespace {
 
 constexpr int kStacksPerOwner = 10;
-constexpr uint64_t kLeakBytes = 4096;      // per request, per leak stack
+constexpr uint64_t kLeakBytes = 4096;       // per request, per leak stack
 constexpr uint64_t kEntryBytes = 64 << 10;  // one cache entry
 constexpr int kCacheEntries = 20;
 
 // Stacks at 0xc0... (the cache), 0xd0... (the leak), 0xe0... (the rest);
 // no modules, so their frames read "0xc0010" and the rules match on that.
-uint64_t Frame(int owner, int k) { return 0xc0000 + 0x10000 * static_cast<uint64_t>(owner) + 16 * k; }
+uint64_t Frame(int owner, int k) {
+  return 0xc0000 + 0x10000 * static_cast<uint64_t>(owner) + 16 * k;
+}
 
 // The process after `request` requests: the leak keeps kLeakBytes per
 // request on each of its stacks, the cache holds up to kCacheEntries
@@ -65,9 +67,9 @@ std::unique_ptr<v1::Snapshot> Make(int request) {
   };
   const int entries = std::min(request, kCacheEntries);
   for (int k = 0; k < kStacksPerOwner; ++k) {
-    for (int e = 0; e < entries; ++e) add(1 + k, kEntryBytes);                      // cache
-    for (int r = 0; r < request; ++r) add(1 + kStacksPerOwner + k, kLeakBytes);     // leak
-    add(1 + 2 * kStacksPerOwner + k, 1000);                                         // the rest
+    for (int e = 0; e < entries; ++e) add(1 + k, kEntryBytes);                   // cache
+    for (int r = 0; r < request; ++r) add(1 + kStacksPerOwner + k, kLeakBytes);  // leak
+    add(1 + 2 * kStacksPerOwner + k, 1000);                                      // the rest
   }
   v1::KindTotals* totals = s->add_totals();
   totals->set_kind(v1::KIND_HEAP);

@@ -4,6 +4,10 @@
 // leaks through churn; sampled estimates with the shim's error model), 200
 // seeds each, every verdict and slope checked. The false-linear count over
 // all the sampled families must be zero.
+#include "tools/lib/trend_fit.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,12 +16,9 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tools/lib/snapshot_reader.h"  // SampledEstimate
-#include "tools/lib/trend_fit.h"
 
 namespace retain::tool {
 namespace {
@@ -123,8 +124,9 @@ class SampledOwner {
   SampledOwner(uint64_t interval, Rng& rng) : interval_(interval), rng_(rng) {}
 
   void Allocate(uint64_t size) {
-    const double p = size >= interval_ ? 1.0 : -std::expm1(-static_cast<double>(size) /
-                                                           static_cast<double>(interval_));
+    const double p = size >= interval_
+                         ? 1.0
+                         : -std::expm1(-static_cast<double>(size) / static_cast<double>(interval_));
     live_.push_back({size, Uniform(rng_, 0, 1) < p});
   }
   // Frees the allocation at `i` (any order) and returns its size.
@@ -248,8 +250,7 @@ TEST(FitTrendIssueTest, TooFewRequestCountsSaysSo) {
   EXPECT_STREQ(VerdictName(fit.verdict), "too-few");
   // Nothing moving is a verdict with any number.
   EXPECT_EQ(FitTrend({1, 2, 3}, {kMiB, kMiB, kMiB}).verdict, Verdict::kFlat);
-  EXPECT_EQ(FitTrend({1, 2, 3, 4}, {kMiB, 2 * kMiB, 3 * kMiB, 4 * kMiB}).verdict,
-            Verdict::kLinear);
+  EXPECT_EQ(FitTrend({1, 2, 3, 4}, {kMiB, 2 * kMiB, 3 * kMiB, 4 * kMiB}).verdict, Verdict::kLinear);
 }
 
 TEST(SampledVarianceTest, MatchesTheHorvitzThompsonVarianceAndItsSmallSizeLimit) {
@@ -477,8 +478,8 @@ TEST(FitTrendPropertyTest, SampledOwnersThatDoNotGrowAreNeverLinear) {
             const size_t replaced = static_cast<size_t>(churn * static_cast<double>(owner.Count()));
             std::vector<uint64_t> sizes;
             for (size_t k = 0; k < replaced; ++k) {
-              sizes.push_back(
-                  owner.Free(static_cast<size_t>(Int(rng, 0, static_cast<int>(owner.Count()) - 1))));
+              sizes.push_back(owner.Free(
+                  static_cast<size_t>(Int(rng, 0, static_cast<int>(owner.Count()) - 1))));
             }
             for (uint64_t size : sizes) owner.Allocate(size);
             if (alternating) {
@@ -554,16 +555,17 @@ TEST(FitTrendPropertyTest, SampledGrowthBeyondTheErrorIsLinear) {
           se.push_back(owner.Error());
         }
         const TrendFit fit = FitTrend(x, y, se);
-        ASSERT_EQ(fit.verdict, Verdict::kLinear) << "interval " << interval << " "
-                                                 << AxisName(axis) << " seed " << seed << ": "
-                                                 << Show(x, y) << " " << Show(fit);
+        ASSERT_EQ(fit.verdict, Verdict::kLinear)
+            << "interval " << interval << " " << AxisName(axis) << " seed " << seed << ": "
+            << Show(x, y) << " " << Show(fit);
         const double relative = fit.slope / per_request - 1;
         stats.Add(relative);
         // Sampling errors of the allocations added accumulate (a random
         // walk): the slope of small allocations is off by up to ~4 x
         // sqrt(interval / growth), 45 % at 512 KiB and 60 MiB.
         EXPECT_LT(std::abs(relative), interval > 64 * 1024 ? 0.5 : 0.15)
-            << "interval " << interval << " seed " << seed << ": " << Show(x, y) << " " << Show(fit);
+            << "interval " << interval << " seed " << seed << ": " << Show(x, y) << " "
+            << Show(fit);
         // The slope's error covers the miss (within 4 of them).
         EXPECT_LT(std::abs(fit.slope - per_request), 4 * fit.slope_error + 0.01 * per_request)
             << "interval " << interval << " seed " << seed << " " << Show(fit);
@@ -587,8 +589,8 @@ TEST(FitTrendPropertyTest, ALeakUnderAFilledCacheIsLinearAtTheLeakRate) {
       std::vector<double> y;
       for (double r : x) y.push_back(cache[static_cast<size_t>(r)] + r * leak);
       const TrendFit fit = FitTrend(x, y);
-      ASSERT_EQ(fit.verdict, Verdict::kLinear) << AxisName(axis) << " seed " << seed << ": "
-                                               << Show(x, y) << " " << Show(fit);
+      ASSERT_EQ(fit.verdict, Verdict::kLinear)
+          << AxisName(axis) << " seed " << seed << ": " << Show(x, y) << " " << Show(fit);
       EXPECT_NEAR(fit.slope, leak, 0.05 * leak) << AxisName(axis) << " seed " << seed;
     }
   }

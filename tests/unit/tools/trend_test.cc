@@ -12,7 +12,8 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 std::vector<double> Requests(int n) {
   std::vector<double> x;
-  for (int i = 0; i <= n; ++i) x.push_back(i);  // a snapshot before the first request, then one after each
+  for (int i = 0; i <= n; ++i)
+    x.push_back(i);  // a snapshot before the first request, then one after each
   return x;
 }
 

@@ -60,18 +60,18 @@
 #include <unistd.h>
 
 #include "record/hook_shape.h"
-#include "snapshot/triggers.h"
 #include "record/sampler.h"
+#include "snapshot/triggers.h"
 
 // One {replacement, original} pair in __DATA,__interpose, the layout dyld
 // reads (<mach-o/dyld-interposing.h> has the same macro as DYLD_INTERPOSE).
 // The casts are written as Apple's macro writes them: the pair must be
 // static data the linker fills in (dyld reads the section before any
 // initialiser runs), and that form is known to fold to a constant.
-#define RETAIN_DYLD_INTERPOSE(replacement, original)                              \
-  __attribute__((used)) static const struct {                                     \
-    const void* replacement_fn;                                                   \
-    const void* original_fn;                                                      \
+#define RETAIN_DYLD_INTERPOSE(replacement, original)                               \
+  __attribute__((used)) static const struct {                                      \
+    const void* replacement_fn;                                                    \
+    const void* original_fn;                                                       \
   } retain_interpose_##original __attribute__((section("__DATA,__interpose"))) = { \
       (const void*)(unsigned long)&replacement, (const void*)(unsigned long)&original}
 
@@ -315,8 +315,8 @@ kern_return_t RetainVmDeallocate(vm_map_t target, vm_address_t address, vm_size_
   return VmDeallocate(address, size, [&] { return vm_deallocate(target, address, size); });
 }
 
-kern_return_t RetainMachVmAllocate(vm_map_t target, mach_vm_address_t* address,
-                                   mach_vm_size_t size, int flags) {
+kern_return_t RetainMachVmAllocate(vm_map_t target, mach_vm_address_t* address, mach_vm_size_t size,
+                                   int flags) {
   if (!IsOwnTask(target) || Bypass()) return mach_vm_allocate(target, address, size, flags);
   static_assert(sizeof(mach_vm_address_t) == sizeof(uintptr_t), "64-bit Darwin only");
   return VmAllocate(reinterpret_cast<uintptr_t*>(address), size,

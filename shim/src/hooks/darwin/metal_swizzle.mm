@@ -77,14 +77,14 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/log.h"
 #include "record/gpu_recorder.h"
 #include "record/hook_shape.h"
-#include "base/log.h"
 
-#define RETAIN_DYLD_INTERPOSE(replacement, original)                              \
-  __attribute__((used)) static const struct {                                     \
-    const void* replacement_fn;                                                   \
-    const void* original_fn;                                                      \
+#define RETAIN_DYLD_INTERPOSE(replacement, original)                               \
+  __attribute__((used)) static const struct {                                      \
+    const void* replacement_fn;                                                    \
+    const void* original_fn;                                                       \
   } retain_interpose_##original __attribute__((section("__DATA,__interpose"))) = { \
       (const void*)(unsigned long)&replacement, (const void*)(unsigned long)&original}
 
@@ -153,8 +153,7 @@ template <typename Fn>
 bool Install(Class cls, SEL selector, IMP replacement, std::atomic<Fn>& original) {
   Method method = class_getInstanceMethod(cls, selector);
   if (method == nullptr) return false;
-  original.store(reinterpret_cast<Fn>(method_getImplementation(method)),
-                 std::memory_order_release);
+  original.store(reinterpret_cast<Fn>(method_getImplementation(method)), std::memory_order_release);
   if (!class_addMethod(cls, selector, replacement, method_getTypeEncoding(method))) {
     // `cls` defines the method itself, so `method` is its own: replace in
     // place, keeping what was really there (another swizzler may have run).
@@ -204,17 +203,16 @@ void ResourceDealloc(id self, SEL cmd) {
   g_release_slots[kSlot].dealloc.load(std::memory_order_acquire)(self, cmd);
 }
 
-const IMP kResourceDealloc[kReleaseSlots] = {
-    (IMP)&ResourceDealloc<0>, (IMP)&ResourceDealloc<1>, (IMP)&ResourceDealloc<2>,
-    (IMP)&ResourceDealloc<3>, (IMP)&ResourceDealloc<4>, (IMP)&ResourceDealloc<5>,
-    (IMP)&ResourceDealloc<6>, (IMP)&ResourceDealloc<7>};
+const IMP kResourceDealloc[kReleaseSlots] = {(IMP)&ResourceDealloc<0>, (IMP)&ResourceDealloc<1>,
+                                             (IMP)&ResourceDealloc<2>, (IMP)&ResourceDealloc<3>,
+                                             (IMP)&ResourceDealloc<4>, (IMP)&ResourceDealloc<5>,
+                                             (IMP)&ResourceDealloc<6>, (IMP)&ResourceDealloc<7>};
 
 // True once `object`'s class has its dealloc watched.
 bool WatchRelease(id object) {
   Class cls = object_getClass(object);
   return SlotFor(g_release_slots, cls, [cls](int slot) {
-           Install(cls, @selector(dealloc), kResourceDealloc[slot],
-                   g_release_slots[slot].dealloc);
+           Install(cls, @selector(dealloc), kResourceDealloc[slot], g_release_slots[slot].dealloc);
          }) >= 0;
 }
 
@@ -238,19 +236,19 @@ uint16_t OptionBits(MTLResourceOptions options) {
 template <int kSlot>
 id HeapNewBuffer(id self, SEL cmd, NSUInteger length, MTLResourceOptions options) {
   GpuCall call;  // no record: makes any nested device call not outermost
-  return g_heap_slots[kSlot].new_buffer.load(std::memory_order_acquire)(self, cmd, length,
-                                                                         options);
+  return g_heap_slots[kSlot].new_buffer.load(std::memory_order_acquire)(self, cmd, length, options);
 }
 
 template <int kSlot>
 id HeapNewBufferAtOffset(id self, SEL cmd, NSUInteger length, MTLResourceOptions options,
                          NSUInteger offset) {
   GpuCall call;
-  return g_heap_slots[kSlot].new_buffer_at_offset.load(std::memory_order_acquire)(
-      self, cmd, length, options, offset);
+  return g_heap_slots[kSlot].new_buffer_at_offset.load(std::memory_order_acquire)(self, cmd, length,
+                                                                                  options, offset);
 }
 
-#define RETAIN_SLOT_IMPS_4(fn) {(IMP)&fn<0>, (IMP)&fn<1>, (IMP)&fn<2>, (IMP)&fn<3>}
+#define RETAIN_SLOT_IMPS_4(fn) \
+  { (IMP) & fn<0>, (IMP)&fn<1>, (IMP)&fn<2>, (IMP)&fn<3> }
 const IMP kHeapNewBuffer[kHeapSlots] = RETAIN_SLOT_IMPS_4(HeapNewBuffer);
 const IMP kHeapNewBufferAtOffset[kHeapSlots] = RETAIN_SLOT_IMPS_4(HeapNewBufferAtOffset);
 
@@ -310,8 +308,7 @@ id DeviceNewHeap(id self, SEL cmd, MTLHeapDescriptor* descriptor) {
   return heap;
 }
 
-const IMP kDeviceNewBufferWithLength[kDeviceSlots] =
-    RETAIN_SLOT_IMPS_4(DeviceNewBufferWithLength);
+const IMP kDeviceNewBufferWithLength[kDeviceSlots] = RETAIN_SLOT_IMPS_4(DeviceNewBufferWithLength);
 const IMP kDeviceNewBufferWithBytes[kDeviceSlots] = RETAIN_SLOT_IMPS_4(DeviceNewBufferWithBytes);
 const IMP kDeviceNewBufferNoCopy[kDeviceSlots] = RETAIN_SLOT_IMPS_4(DeviceNewBufferNoCopy);
 const IMP kDeviceNewHeap[kDeviceSlots] = RETAIN_SLOT_IMPS_4(DeviceNewHeap);

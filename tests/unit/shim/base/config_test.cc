@@ -1,13 +1,13 @@
 // Configuration parsing: sizes, signals, and the defaults bad values fall
 // back to.
+#include "base/config.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <utility>
-
-#include "base/config.h"
 
 namespace retain::shim {
 namespace {

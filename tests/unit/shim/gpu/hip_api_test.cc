@@ -8,6 +8,8 @@
 // values are compared with static_assert. The test at run time checks that
 // every hooked function is an allowed export of libretain.so and the other
 // way round.
+#include "gpu/hip_api.h"
+
 #include <gtest/gtest.h>
 #include <hip/hip_runtime_api.h>
 
@@ -15,8 +17,6 @@
 #include <fstream>
 #include <set>
 #include <string>
-
-#include "gpu/hip_api.h"
 
 #define RETAIN_REDECLARE_HIP(name, params) extern "C" hipError_t name params;
 RETAIN_FOR_EACH_HIP_HOOK(RETAIN_REDECLARE_HIP)

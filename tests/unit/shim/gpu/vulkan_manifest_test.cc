@@ -2,11 +2,11 @@
 // JSON text and appending to list variables without clobbering or
 // duplicating. The whole install (files, environment, the loader) is
 // tested for real in tests/preload/vulkan_test.cc.
+#include "gpu/vulkan_manifest.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
-
-#include "gpu/vulkan_manifest.h"
 
 namespace retain::shim {
 namespace {

@@ -20,8 +20,8 @@ static_assert(std::is_trivially_default_constructible_v<HttpSniffer>);
 std::string Describe(const HttpEvent& event) {
   switch (event.type) {
     case HttpEventType::kRequestStarted:
-      return std::string("S ") + event.head.method + " " + event.head.path +
-             " " + event.head.request_id;
+      return std::string("S ") + event.head.method + " " + event.head.path + " " +
+             event.head.request_id;
     case HttpEventType::kResponseFinished:
       return "F";
     case HttpEventType::kRequestAborted:
@@ -36,12 +36,8 @@ class Conn {
  public:
   Conn() { std::memset(static_cast<void*>(&sniffer_), 0, sizeof sniffer_); }
 
-  void In(const std::string& bytes) {
-    sniffer_.OnInbound(bytes.data(), bytes.size(), sink_);
-  }
-  void Out(const std::string& bytes) {
-    sniffer_.OnOutbound(bytes.data(), bytes.size(), sink_);
-  }
+  void In(const std::string& bytes) { sniffer_.OnInbound(bytes.data(), bytes.size(), sink_); }
+  void Out(const std::string& bytes) { sniffer_.OnOutbound(bytes.data(), bytes.size(), sink_); }
   void InBytewise(const std::string& bytes) {
     for (char c : bytes) sniffer_.OnInbound(&c, 1, sink_);
   }
@@ -128,8 +124,7 @@ TEST(HttpSnifferTest, RealRequestSplitInThree) {
       conn.In(kRealRequest.substr(a, b - a));
       conn.In(kRealRequest.substr(b));
       conn.In("GET /next HTTP/1.1\r\n\r\n");
-      EXPECT_EQ(conn.Take(), (Events{kRealRequestStarted, "S GET /next "}))
-          << a << " " << b;
+      EXPECT_EQ(conn.Take(), (Events{kRealRequestStarted, "S GET /next "})) << a << " " << b;
     }
   }
 }
@@ -158,8 +153,8 @@ TEST(HttpSnifferTest, ThreePipelinedRequestsInOneRead) {
       "X-Request-Id: three\r\n\r\n"
       "11;ext=1\r\nGET /y HTTP/1.1\r\n\r\n"
       "0\r\nTrailer-A: 1\r\n\r\n");
-  EXPECT_EQ(conn.Take(), (Events{"S GET /health ", "S POST /completion two",
-                                 "S POST /embedding three"}));
+  EXPECT_EQ(conn.Take(),
+            (Events{"S GET /health ", "S POST /completion two", "S POST /embedding three"}));
   EXPECT_FALSE(conn.sniffer().ignored());
   conn.Out(
       "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -175,11 +170,12 @@ TEST(HttpSnifferTest, KeepAliveSequence) {
   Conn conn;
   for (int i = 0; i < 100; ++i) {
     std::string id = "req-" + std::to_string(i);
-    conn.In("GET /slots/" + std::to_string(i) + "?fields=all HTTP/1.1\r\n"
-            "X-Request-Id: " + id + "\r\n\r\n");
+    conn.In("GET /slots/" + std::to_string(i) +
+            "?fields=all HTTP/1.1\r\n"
+            "X-Request-Id: " +
+            id + "\r\n\r\n");
     conn.Out("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
-    EXPECT_EQ(conn.Take(),
-              (Events{"S GET /slots/" + std::to_string(i) + " " + id, "F"}));
+    EXPECT_EQ(conn.Take(), (Events{"S GET /slots/" + std::to_string(i) + " " + id, "F"}));
   }
 }
 
@@ -242,8 +238,9 @@ TEST(HttpSnifferTest, HeadResponseHasNoBody) {
 
 TEST(HttpSnifferTest, NoContentAndNotModifiedHaveNoBody) {
   Conn conn;
-  conn.In("DELETE /slot/1 HTTP/1.1\r\n\r\nGET /cached HTTP/1.1\r\n\r\n"
-          "GET /last HTTP/1.1\r\n\r\n");
+  conn.In(
+      "DELETE /slot/1 HTTP/1.1\r\n\r\nGET /cached HTTP/1.1\r\n\r\n"
+      "GET /last HTTP/1.1\r\n\r\n");
   conn.Take();
   conn.Out("HTTP/1.1 204 No Content\r\nContent-Length: 12\r\n\r\n");
   EXPECT_EQ(conn.Take(), Events{"F"});
@@ -255,8 +252,9 @@ TEST(HttpSnifferTest, NoContentAndNotModifiedHaveNoBody) {
 
 TEST(HttpSnifferTest, ContinueThenOk) {
   Conn conn;
-  conn.In("POST /upload HTTP/1.1\r\nExpect: 100-continue\r\n"
-          "Content-Length: 5\r\n\r\n");
+  conn.In(
+      "POST /upload HTTP/1.1\r\nExpect: 100-continue\r\n"
+      "Content-Length: 5\r\n\r\n");
   EXPECT_EQ(conn.Take(), Events{"S POST /upload "});
   conn.Out("HTTP/1.1 100 Continue\r\n\r\n");
   EXPECT_EQ(conn.Take(), Events{});
@@ -271,8 +269,9 @@ TEST(HttpSnifferTest, ContinueThenOk) {
 TEST(HttpSnifferTest, SwitchingProtocolsFinishesThenIgnores) {
   Conn conn;
   conn.In("GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
-  conn.Out("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"
-           "\x81\x05hello");
+  conn.Out(
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"
+      "\x81\x05hello");
   EXPECT_EQ(conn.Take(), (Events{"S GET /ws ", "F", "I"}));
   EXPECT_TRUE(conn.sniffer().ignored());
   conn.In("GET / HTTP/1.1\r\n\r\n");
@@ -283,8 +282,7 @@ TEST(HttpSnifferTest, SwitchingProtocolsFinishesThenIgnores) {
 TEST(HttpSnifferTest, HeadAtTheLimitIsReadOverItIgnored) {
   const std::string start = "GET / HTTP/1.1\r\nX-Pad: ";
   const std::string end = "\r\n\r\n";
-  std::string at_limit =
-      start + std::string(kMaxHeadBytes - start.size() - end.size(), 'p') + end;
+  std::string at_limit = start + std::string(kMaxHeadBytes - start.size() - end.size(), 'p') + end;
   ASSERT_EQ(at_limit.size(), kMaxHeadBytes);
   {
     Conn conn;
@@ -319,9 +317,8 @@ TEST(HttpSnifferTest, GarbageIsIgnoredOnce) {
 }
 
 TEST(HttpSnifferTest, TlsClientHelloIsIgnored) {
-  const unsigned char hello[] = {
-      0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
-      0x5a, 0x2b, 0x47, 0x45, 0x54, 0x20, 0x2f, 0x20, 0x48, 0x54, 0x54};
+  const unsigned char hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+                                 0x5a, 0x2b, 0x47, 0x45, 0x54, 0x20, 0x2f, 0x20, 0x48, 0x54, 0x54};
   Conn conn;
   conn.In(std::string(reinterpret_cast<const char*>(hello), sizeof hello));
   EXPECT_EQ(conn.Take(), Events{"I"});
@@ -336,10 +333,9 @@ TEST(HttpSnifferTest, Http2PrefaceIsIgnored) {
 TEST(HttpSnifferTest, NotARequestLineIsIgnored) {
   for (const char* bytes :
        {"get / HTTP/1.1\r\n\r\n", "GET /\r\n\r\n", "GET / HTTP/1.1 \r\n\r\n",
-        "GET  / HTTP/1.1\r\n\r\n", "GET / HTTP/1.x\r\n\r\n",
-        "GET / HTTP/1.1\rX\n\r\n", "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
-        "GET / HTTP/1.1\r\nNoColon\r\n\r\n", "VERYLONGMETHODNAME / HTTP/1.1\r\n\r\n",
-        "POST / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\n",
+        "GET  / HTTP/1.1\r\n\r\n", "GET / HTTP/1.x\r\n\r\n", "GET / HTTP/1.1\rX\n\r\n",
+        "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", "GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+        "VERYLONGMETHODNAME / HTTP/1.1\r\n\r\n", "POST / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\n",
         "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
         "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"}) {
     Conn conn;
@@ -352,8 +348,8 @@ TEST(HttpSnifferTest, NotARequestLineIsIgnored) {
 }
 
 TEST(HttpSnifferTest, MalformedChunkSizeIsIgnored) {
-  for (const char* body : {"zz\r\n", "\r\n", ";x\r\n", "1 2\r\n",
-                           "1000000000000000\r\n", "3\r\nabcX"}) {
+  for (const char* body :
+       {"zz\r\n", "\r\n", ";x\r\n", "1 2\r\n", "1000000000000000\r\n", "3\r\nabcX"}) {
     Conn conn;
     conn.In("POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
     conn.In(body);
@@ -387,8 +383,8 @@ TEST(HttpSnifferTest, RequestIdHeaderNameIsCaseInsensitiveAndValueTrimmed) {
   conn.In("GET /b HTTP/1.1\r\nX-REQUEST-ID:\t  spaced out \t \r\n\r\n");
   conn.In("GET /c HTTP/1.1\r\nX-Request-Ids: not-it\r\nX-Request-I: no\r\n\r\n");
   conn.In("GET /d HTTP/1.1\r\nX-Request-Id:\r\n\r\n");
-  EXPECT_EQ(conn.Take(), (Events{"S GET /a lower", "S GET /b spaced out",
-                                 "S GET /c ", "S GET /d "}));
+  EXPECT_EQ(conn.Take(),
+            (Events{"S GET /a lower", "S GET /b spaced out", "S GET /c ", "S GET /d "}));
 }
 
 TEST(HttpSnifferTest, CloseAbortsEveryOpenRequestInOrder) {
@@ -397,8 +393,7 @@ TEST(HttpSnifferTest, CloseAbortsEveryOpenRequestInOrder) {
   conn.Out("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf");
   conn.Close();
   // The first response was cut after 4 of its 10 bytes; the others never began.
-  EXPECT_EQ(conn.Take(),
-            (Events{"S GET /1 ", "S GET /2 ", "S GET /3 ", "A", "A", "A"}));
+  EXPECT_EQ(conn.Take(), (Events{"S GET /1 ", "S GET /2 ", "S GET /3 ", "A", "A", "A"}));
 }
 
 // A chat UI streaming a completion (server-sent events over chunked
@@ -440,8 +435,9 @@ TEST(HttpSnifferTest, StreamedEventsEndAtTheLastChunk) {
 TEST(HttpSnifferTest, ClientLeavingMidStreamAbortsTheRequest) {
   Conn conn;
   conn.In("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}");
-  conn.Out("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-           "Transfer-Encoding: chunked\r\n\r\n7\r\ndata: x\r\n");
+  conn.Out(
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n7\r\ndata: x\r\n");
   EXPECT_EQ(conn.Take(), Events{"S POST /v1/chat/completions "});
   conn.Close();
   EXPECT_EQ(conn.Take(), Events{"A"});
@@ -476,8 +472,9 @@ TEST(HttpSnifferTest, ConnectionCloseAfterAWholeResponseIsNotAnAbort) {
 // own response, in order, and one cut by the close is aborted.
 TEST(HttpSnifferTest, PipelinedAndBackToBackEndInOrder) {
   Conn conn;
-  conn.In("POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcPOST /b HTTP/1.1\r\n"
-          "Transfer-Encoding: chunked\r\n\r\n3\r\nxyz\r\n0\r\n\r\n");
+  conn.In(
+      "POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcPOST /b HTTP/1.1\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n3\r\nxyz\r\n0\r\n\r\n");
   EXPECT_EQ(conn.Take(), (Events{"S POST /a ", "S POST /b "}));
   conn.Out("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1");
   EXPECT_EQ(conn.Take(), Events{"F"});
@@ -508,14 +505,16 @@ TEST(HttpSnifferTest, TolerantWhereNothingDependsOnIt) {
   conn.In("GET /b HTTP/1.0\nX-Request-Id: lf\n\n");
   EXPECT_EQ(conn.Take(), (Events{"S GET /a ", "S GET /b lf"}));
   conn.Out("HTTP/1.1 200\r\nContent-Length: 1\r\n\r\nx");
-  conn.Out("HTTP/1.1 500 Internal Server Error\nTransfer-Encoding: chunked\n\n"
-           "1\nx\n0\nX-Checksum: 1\n\n");
+  conn.Out(
+      "HTTP/1.1 500 Internal Server Error\nTransfer-Encoding: chunked\n\n"
+      "1\nx\n0\nX-Checksum: 1\n\n");
   EXPECT_EQ(conn.Take(), (Events{"F", "F"}));
   // A header name longer than any the sniffer reads; blanks after a chunk
   // size.
-  conn.In("POST /c HTTP/1.1\r\nX-Request-Id-Of-The-Upstream-Proxy: no\r\n"
-          "Transfer-Encoding: chunked\r\n\r\n2 \r\nab\r\n0  ;x\r\n\r\n"
-          "GET /d HTTP/1.1\r\n\r\n");
+  conn.In(
+      "POST /c HTTP/1.1\r\nX-Request-Id-Of-The-Upstream-Proxy: no\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n2 \r\nab\r\n0  ;x\r\n\r\n"
+      "GET /d HTTP/1.1\r\n\r\n");
   EXPECT_EQ(conn.Take(), (Events{"S POST /c ", "S GET /d "}));
   EXPECT_FALSE(conn.sniffer().ignored());
 }

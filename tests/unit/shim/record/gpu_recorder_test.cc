@@ -1,13 +1,14 @@
 // gpu_recorder: GPU records live in their API's own table, keyed by handle;
 // only the outermost GPU call on a thread records; host allocations made
 // inside a GPU call are the driver's (Kind::kGpuDriverHost), not the heap's.
+#include "record/gpu_recorder.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "record/gpu_recorder.h"
-#include "record/recorder.h"
 #include "base/thread_state.h"
+#include "record/recorder.h"
 
 namespace retain::shim {
 namespace {

@@ -1,8 +1,9 @@
 // The shim writes kinds and triggers as raw numbers; they must be the values
 // proto/retain.proto gives them, or every snapshot would be misread.
+#include "record/kinds.h"
+
 #include <gtest/gtest.h>
 
-#include "record/kinds.h"
 #include "retain.pb.h"
 #include "snapshot/writer.h"
 

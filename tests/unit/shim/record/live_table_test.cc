@@ -1,5 +1,7 @@
 // LiveTable: exact bookkeeping under random operations (checked against a
 // std::unordered_map), counters, Take/Restore, and threads.
+#include "record/live_table.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,8 +10,6 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
-
-#include "record/live_table.h"
 
 namespace retain::shim {
 namespace {

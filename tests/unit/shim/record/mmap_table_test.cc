@@ -1,10 +1,10 @@
 // MmapTable: ranges are trimmed, split and replaced exactly as the kernel's
 // address space changes under munmap, MAP_FIXED and mremap.
+#include "record/mmap_table.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
-
-#include "record/mmap_table.h"
 
 namespace retain::shim {
 namespace {

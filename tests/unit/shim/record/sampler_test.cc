@@ -1,11 +1,12 @@
 // sampler: the libm-free logarithm, the exponential gaps' mean, and the
 // probability that an allocation of s bytes is sampled (1 - exp(-s/T)),
 // which is what retain-diff's scaling assumes.
+#include "record/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "record/sampler.h"
 #include "base/thread_state.h"
 
 namespace retain::shim {

@@ -1,5 +1,7 @@
 // The shim's hand-written wire encoder must produce bytes the generated
 // protobuf classes parse to the same values.
+#include "snapshot/wire_encoder.h"
+
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -9,9 +11,8 @@
 #include <string>
 #include <utility>
 
-#include "snapshot/crc32.h"
 #include "retain.pb.h"
-#include "snapshot/wire_encoder.h"
+#include "snapshot/crc32.h"
 
 namespace retain::shim {
 namespace {

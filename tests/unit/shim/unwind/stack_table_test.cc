@@ -1,11 +1,11 @@
 // Stack interning: one id per distinct stack, stable under threads.
+#include "unwind/stack_table.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <thread>
 #include <vector>
-
-#include "unwind/stack_table.h"
 
 namespace retain::shim {
 namespace {
