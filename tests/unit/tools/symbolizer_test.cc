@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "retain.pb.h"
+#include "tests/support/process_modules.h"
 #include "tests/support/test_support.h"
 #include "tools/lib/snapshot_reader.h"
 
@@ -666,38 +667,6 @@ TEST(SymbolizerUnitTest, LoadedModuleWinsOverAnUnloadedOneAtTheSameRange) {
 // library and protobuf's generated code; symbol tables only for gtest and
 // the shared libraries), stacks over random code addresses in them.
 
-int AddModule(dl_phdr_info* info, size_t, void* data) {
-  auto* snapshot = static_cast<v1::Snapshot*>(data);
-  std::string path = info->dlpi_name == nullptr ? "" : info->dlpi_name;
-  if (path.empty()) path = std::filesystem::read_symlink("/proc/self/exe").string();
-  v1::Module* module = snapshot->add_modules();
-  module->set_id(static_cast<uint32_t>(snapshot->modules_size()));
-  module->set_path(path);
-  module->set_load_bias(info->dlpi_addr);
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& phdr = info->dlpi_phdr[i];
-    if (phdr.p_type == PT_LOAD && (phdr.p_flags & PF_X) != 0) {
-      v1::Segment* segment = module->add_executable_segments();
-      segment->set_start(info->dlpi_addr + phdr.p_vaddr);
-      segment->set_end(info->dlpi_addr + phdr.p_vaddr + phdr.p_memsz);
-      segment->set_file_offset(phdr.p_offset);
-    }
-    if (phdr.p_type != PT_NOTE) continue;
-    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + phdr.p_vaddr);
-    const char* end = p + phdr.p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
-      const char* name = p + sizeof(ElfW(Nhdr));
-      const char* desc = name + ((note->n_namesz + 3) & ~3u);
-      if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
-        module->set_build_id(std::string(desc, note->n_descsz));
-      }
-      p = desc + ((note->n_descsz + 3) & ~3u);
-    }
-  }
-  return 0;
-}
-
 // The caches, counted rather than timed (bench/symbolizer_bench.cc times
 // them): every module file is opened once, every distinct address looked up
 // in DWARF once, and asking again for the same frames opens and looks up
@@ -708,7 +677,7 @@ TEST(SymbolizerCacheTest, OpensEachModuleOnceAndLooksUpEachAddressOnce) {
   constexpr int kAllocations = 20000;
   constexpr int kDistinctAddresses = 2000;
   v1::Snapshot snapshot;
-  dl_iterate_phdr(AddModule, &snapshot);
+  retain::test::AddProcessModules(&snapshot);
   // Half the addresses in this executable (DWARF), half in the libraries.
   std::vector<std::pair<uint64_t, uint64_t>> own, others;
   for (const v1::Module& module : snapshot.modules()) {
