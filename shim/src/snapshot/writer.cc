@@ -28,6 +28,7 @@
 #include "snapshot/capture.h"
 #include "snapshot/encoding.h"
 #include "snapshot/file_output.h"
+#include "snapshot/residency.h"
 #include "unwind/module_table.h"
 
 namespace retain::shim {
@@ -94,19 +95,24 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
     if (ok) CountTagBytes(capture, tags);
     Output output(file);
     IdSet referenced;
+    // Residency is measured while the rows are encoded, after the capture
+    // has let go of the tables' locks.
+    ResidencyMeter meter;
+    ResidencyTotals residency;
+    const bool measured = ok && meter.Begin();
     if (ok) {
-      EncodeHeader(output.buffer(), trigger, label, sequence, capture);
+      EncodeHeader(output.buffer(), trigger, label, sequence, capture, measured);
       EncodeMemory(output.buffer());
       EncodeModules(output.buffer());
       ok = output.Flush();
     }
     if (ok) {
       BlockEncoder blocks(output.buffer(), referenced);
-      ok = EncodeAllocations(output, blocks, capture);
+      ok = EncodeAllocations(output, blocks, capture, meter, residency);
     }
     ok = ok && EncodeStacks(output, referenced) && tags.Encode(output);
     if (ok) {
-      EncodeTotals(output.buffer(), capture.counters);
+      EncodeTotals(output.buffer(), capture.counters, residency);
       EncodeHealth(output.buffer(), capture,
                    WriterHistory{g_previous_write_us, g_failed_snapshots, g_last_failure});
       ok = output.Finish();
