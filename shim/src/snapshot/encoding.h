@@ -91,10 +91,10 @@ class BlockEncoder {
     tag_.Varint(row.tag_id);
     flags_.Varint(row.flags);
     attribution_.Varint(row.attribution);
-    resident_.Varint(row.residency.resident);
-    swapped_.Varint(row.residency.swapped);
-    any_resident_ |= row.residency.resident != 0;
-    any_swapped_ |= row.residency.swapped != 0;
+    // The residency columns start at the first nonzero value (earlier rows
+    // are 0): most blocks have nothing swapped, many nothing resident.
+    AddLazily(resident_, any_resident_, row.residency.resident);
+    AddLazily(swapped_, any_swapped_, row.residency.swapped);
     any_tag_ |= row.tag_id != 0;
     any_attribution_ |= row.attribution != 0;
     any_flags_ |= row.flags != 0;
@@ -133,6 +133,15 @@ class BlockEncoder {
   bool failed() const { return failed_; }
 
  private:
+  void AddLazily(ProtoBuffer& column, bool& any, uint64_t value) {
+    if (!any) {
+      if (value == 0) return;
+      for (size_t i = 0; i < count_; ++i) column.Varint(0);
+      any = true;
+    }
+    column.Varint(value);
+  }
+
   ProtoBuffer& out_;
   IdSet& stacks_;
   ProtoBuffer block_, address_, size_, kind_, stack_, sequence_, time_, thread_, tag_, flags_,

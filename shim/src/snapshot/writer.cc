@@ -88,6 +88,7 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
   uint64_t started_us = PreciseMicrosSinceStart();
   RefreshModules();
   bool ok;
+  uint64_t residency_calls = 0;
   {
     TableCapture capture;
     TagCapture tags;
@@ -109,6 +110,7 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
     if (ok) {
       BlockEncoder blocks(output.buffer(), referenced);
       ok = EncodeAllocations(output, blocks, capture, meter, residency);
+      residency_calls = meter.calls();
     }
     ok = ok && EncodeStacks(output, referenced) && tags.Encode(output);
     if (ok) {
@@ -132,7 +134,9 @@ bool WriteLocked(Trigger trigger, const char* label, char* path_out, size_t path
     return false;
   }
   g_previous_write_us = PreciseMicrosSinceStart() - started_us;
-  LogDiagnostic("wrote %s in %lu us", path, static_cast<unsigned long>(g_previous_write_us));
+  LogDiagnostic("wrote %s in %lu us (residency: %lu system calls)", path,
+                static_cast<unsigned long>(g_previous_write_us),
+                static_cast<unsigned long>(residency_calls));
   if (path_out != nullptr && path_size > 0) snprintf(path_out, path_size, "%s", path);
   return true;
 }
