@@ -20,6 +20,7 @@
 #include "base/own_fds.h"
 #include "base/init_state.h"
 #include "snapshot/triggers.h"
+#include "snapshot/trim.h"
 #include "snapshot/writer.h"
 #include "base/spin_lock.h"
 #include "unwind/stack_capture.h"
@@ -83,6 +84,7 @@ void ForkChild() {
   ProgramMappings().ResetLockInChild();
   ModuleTableResetInChild();
   SnapshotWriterResetInChild();
+  TrimResetInChild();
   g_thread.tid = 0;
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();

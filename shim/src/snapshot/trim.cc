@@ -56,4 +56,11 @@ TrimHistory GetTrimHistory() {
   return history;
 }
 
+void TrimResetInChild() {
+  pthread_mutex_init(&g_trim_mutex, nullptr);
+  g_trims.store(0, std::memory_order_relaxed);
+  g_returned_bytes.store(0, std::memory_order_relaxed);
+  g_last_unix_ns.store(0, std::memory_order_relaxed);
+}
+
 }  // namespace retain::shim

@@ -42,6 +42,10 @@ struct TrimHistory {
 };
 TrimHistory GetTrimHistory();
 
+// fork(): the child starts with no trims (they were the parent's) and a
+// fresh mutex (the parent's control thread may have held it).
+void TrimResetInChild();
+
 }  // namespace retain::shim
 
 #endif  // RETAIN_SHIM_SRC_SNAPSHOT_TRIM_H_
