@@ -90,7 +90,10 @@ TEST_F(DiffExactTest, TableNamesEachSiteWithItsExactBytes) {
   EXPECT_EQ(table.rows[2].retained, "256.0 KiB") << out;
   EXPECT_EQ(table.rows[2].count, 4) << out;
   for (const TableRow& row : table.rows) EXPECT_EQ(row.released, "0 B") << out;
-  EXPECT_THAT(table.total_line, ::testing::MatchesRegex(" *4\\.2 MiB +17 +0 B  total")) << out;
+  EXPECT_THAT(table.total_line, ::testing::MatchesRegex(" *4\\.2 MiB +4\\.2 MiB +17 +0 B  total"))
+      << out;
+  // Everything the server keeps was written: resident equals allocated.
+  for (const TableRow& row : table.rows) EXPECT_EQ(row.allocated, row.retained) << out;
   EXPECT_EQ(table.more_line, "") << out;
 }
 
@@ -393,8 +396,9 @@ TEST_F(DiffExactTest, PprofFileIsReadByGoPprof) {
   ASSERT_EQ(raw.exit_code, 0) << Describe(raw);
   const std::string& text = raw.stdout_data;
 
-  // Samples: "  BYTES  COUNT: LOC LOC ..."; locations: "  ID: 0xADDR M=N FUNCTION FILE:LINE s=0".
-  static const std::regex kSample(R"(^\s*([0-9]+)\s+([0-9]+):\s*([0-9 ]*)$)");
+  // Samples: "  BYTES  COUNT  RESIDENT: LOC LOC ..." (the resident measure adds
+  // its sample type); locations: "  ID: 0xADDR M=N FUNCTION FILE:LINE s=0".
+  static const std::regex kSample(R"(^\s*([0-9]+)\s+([0-9]+)\s+([0-9]+):\s*([0-9 ]*)$)");
   static const std::regex kLocation(R"(^\s*([0-9]+): 0x[0-9a-f]+ M=[0-9]+ (\S+).*$)");
   enum { kHeader, kTypes, kSamples, kLocations, kOther } section = kHeader;
   std::string types;
@@ -412,14 +416,17 @@ TEST_F(DiffExactTest, PprofFileIsReadByGoPprof) {
       types = line;
       section = kSamples;
     } else if (section == kSamples && std::regex_match(line, m, kSample)) {
-      std::vector<std::string> ids = absl::StrSplit(m[3].str(), ' ', absl::SkipEmpty());
-      samples.push_back(
-          {{std::stoll(m[1].str()), std::stoll(m[2].str())}, ids.empty() ? "" : ids.front()});
+      std::vector<std::string> ids = absl::StrSplit(m[4].str(), ' ', absl::SkipEmpty());
+      samples.push_back({{std::stoll(m[1].str()), std::stoll(m[2].str()), std::stoll(m[3].str())},
+                         ids.empty() ? "" : ids.front()});
     } else if (section == kLocations && std::regex_match(line, m, kLocation)) {
       functions[m[1].str()] = m[2].str();
     }
   }
-  EXPECT_EQ(types, "retained_space/bytes[dflt] retained_objects/count") << text;
+  // The default measure is resident: its sample type is the default one.
+  EXPECT_EQ(types,
+            "retained_space/bytes retained_objects/count retained_resident_space/bytes[dflt]")
+      << text;
   ASSERT_EQ(samples.size(), 3u) << text;
   int64_t bytes = 0, count = 0;
   std::map<std::string, int64_t> by_leaf;
@@ -427,6 +434,8 @@ TEST_F(DiffExactTest, PprofFileIsReadByGoPprof) {
     bytes += values[0];
     count += values[1];
     by_leaf[functions[leaf]] += values[0];
+    EXPECT_EQ(values[2], values[0]) << "the server writes all it keeps: resident = allocated\n"
+                                    << text;
   }
   EXPECT_EQ(bytes, kTotalBytes) << text;
   EXPECT_EQ(count, 17) << text;

@@ -251,10 +251,12 @@ std::vector<std::string> Lines(const std::string& text) {
 }
 
 Table ParseDiffTable(const std::string& text) {
-  static const std::regex kRow(
-      R"(^ *([0-9.]+ (?:B|KiB|MiB|GiB)) +([0-9]+) +([0-9.]+%) +([0-9.]+ (?:B|KiB|MiB|GiB))  (.+)$)");
-  static const std::regex kTotal(
-      R"(^ *([0-9.]+ (?:B|KiB|MiB|GiB)) +([0-9]+) +([0-9.]+ (?:B|KiB|MiB|GiB))  total$)");
+  // Sizes are "12 B", "3.0 MiB"; a resident measure adds an allocated column.
+  static const std::string kSize = "([0-9.]+ (?:B|KiB|MiB|GiB))";
+  static const std::regex kRow("^ *" + kSize + " +(?:" + kSize + " +)?([0-9]+) +([0-9.]+%) +" +
+                               kSize + "  (.+)$");
+  static const std::regex kTotal("^ *" + kSize + " +(?:" + kSize + " +)?([0-9]+) +" + kSize +
+                                 "  total$");
   Table table;
   std::smatch m;
   for (const std::string& line : Lines(text)) {
@@ -262,13 +264,16 @@ Table ParseDiffTable(const std::string& text) {
       table.mode_line = line.substr(14);
     } else if (std::regex_match(line, m, kTotal)) {
       table.total_line = line;
+      table.total_retained = m[1].str();
+      table.total_allocated = m[2].matched ? m[2].str() : m[1].str();
     } else if (std::regex_match(line, m, kRow)) {
       TableRow row;
       row.retained = m[1].str();
-      row.count = std::strtoll(m[2].str().c_str(), nullptr, 10);
-      row.share = m[3].str();
-      row.released = m[4].str();
-      row.owner = m[5].str();
+      row.allocated = m[2].matched ? m[2].str() : m[1].str();
+      row.count = std::strtoll(m[3].str().c_str(), nullptr, 10);
+      row.share = m[4].str();
+      row.released = m[5].str();
+      row.owner = m[6].str();
       table.rows.push_back(row);
     } else if (absl::StrContains(line, "<- ") && !table.rows.empty()) {
       table.rows.back().chain.push_back(line.substr(line.find("<- ") + 3));

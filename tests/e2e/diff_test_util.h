@@ -95,7 +95,8 @@ Json ParseJson(const std::string& text);
 
 // One owner row of the diff table.
 struct TableRow {
-  std::string retained;  // "3.0 MiB"
+  std::string retained;   // "3.0 MiB", in the measure used (the first column)
+  std::string allocated;  // the allocated column beside a resident one, else = retained
   int64_t count = 0;
   std::string share;               // "70.6%"
   std::string released;            // "0 B"
@@ -106,9 +107,12 @@ struct Table {
   std::string mode_line;  // "exact: same process ..." (after "mode")
   std::vector<TableRow> rows;
   std::string total_line;
-  std::string more_line;  // "... N more owners (--top)" or ""
+  std::string total_retained;   // the total's first column
+  std::string total_allocated;  // its allocated column, else = total_retained
+  std::string more_line;        // "... N more owners (--top)" or ""
 };
-// Parses a two-snapshot table (with a released column).
+// Parses a two-snapshot table (with a released column, and an allocated
+// column when the measure is resident).
 Table ParseDiffTable(const std::string& text);
 
 // One line of the --folded output.

@@ -67,15 +67,17 @@ ServerRun* DiffTrendTest::server_ = nullptr;
 
 // One owner line of the trend table.
 struct TrendLine {
-  std::string verdict, first, last, detail, owner;
+  std::string verdict, first, last, allocated, detail, owner;
 };
 
 // The owner lines of the table, by owner (display) text.
 std::map<std::string, TrendLine> ParseTrendTable(const std::string& text) {
-  // verdict(9) first(11) last(11) "  " detail(padded to 34) owner; the
-  // details are those of diff_format.cc's VerdictDetail.
+  // verdict(9) first(11) last(11) [allocated(11), with the resident measure]
+  // "  " detail(padded to 34) owner; the details are those of
+  // diff_format.cc's VerdictDetail.
   static const std::regex kLine(
       R"(^(linear|plateau|warm-up|flat|noise) +([0-9.]+ (?:B|KiB|MiB|GiB)) +([0-9.]+ (?:B|KiB|MiB|GiB)))"
+      R"((?: +([0-9.]+ (?:B|KiB|MiB|GiB)))?)"
       R"(  ([+-][0-9.]+ (?:B|KiB|MiB|GiB)/\w+ \(fit [0-9.]+\)|at [0-9.]+ (?:B|KiB|MiB|GiB) from \w+ [0-9]+|)"
       R"(one step to [0-9.]+ (?:B|KiB|MiB|GiB) at \w+ [0-9]+|[+-]?[0-9.]+ (?:B|KiB|MiB|GiB) overall))"
       R"( +(\S.*)$)");
@@ -83,7 +85,7 @@ std::map<std::string, TrendLine> ParseTrendTable(const std::string& text) {
   std::smatch m;
   for (const std::string& line : Lines(text)) {
     if (!std::regex_match(line, m, kLine)) continue;
-    lines[m[5].str()] = {m[1].str(), m[2].str(), m[3].str(), m[4].str(), m[5].str()};
+    lines[m[6].str()] = {m[1].str(), m[2].str(), m[3].str(), m[4].str(), m[5].str(), m[6].str()};
   }
   return lines;
 }
@@ -158,6 +160,16 @@ TEST_F(DiffTrendTest, JsonGivesExactSlopesLevelsAndSeries) {
             kIterations * kLeakStep + kCacheBytes + kWarmUpBytes);
   EXPECT_EQ(json.Str("tracked.verdict"), "linear");
   EXPECT_EQ(json.Size("warnings"), 0u);
+  // Resident bytes by default, the allocated series beside; the server
+  // writes all it keeps, so the two agree on its growth.
+  EXPECT_EQ(json.Str("measure"), "resident");
+  EXPECT_EQ(json.Str("measure_requested"), "resident");
+  EXPECT_TRUE(json.Bool("residency_measured"));
+  EXPECT_EQ(json.Type("measure_fallback"), "null");
+  EXPECT_EQ(json.Size("tracked.allocated_bytes"), 13u);
+  EXPECT_EQ(json.Int("tracked.allocated_bytes.12") - json.Int("tracked.allocated_bytes.0"),
+            kIterations * kLeakStep + kCacheBytes + kWarmUpBytes);
+  EXPECT_EQ(json.Type("rss.allocated_bytes"), "null");
   for (const std::string field :
        {"pid", "exe", "sequence", "label", "trigger", "time_unix_ns", "sample_interval_bytes"}) {
     EXPECT_TRUE(json.Has("snapshots.0." + field)) << field;

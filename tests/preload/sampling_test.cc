@@ -103,7 +103,10 @@ TEST(SamplingTest, RetainDiffScalesAndSaysItIsAnEstimate) {
   TempDir dir;
   SampledRun run = RunSampled(dir.path(), "512KiB", "7");
   ASSERT_FALSE(run.snapshot.empty());
-  RunResult diff = RunDiff({run.snapshot, "--json", "--by", "kind", "--top", "0"});
+  // Allocated bytes: the scaled estimate of the small blocks plus the 64 MiB
+  // block, exactly.
+  RunResult diff =
+      RunDiff({run.snapshot, "--json", "--by", "kind", "--top", "0", "--measure", "allocated"});
   ASSERT_EQ(diff.exit_code, 0) << diff.stderr_data;
   Json json = ParseJson(diff.stdout_data);
   ASSERT_TRUE(json.ok) << json.error;
@@ -112,6 +115,20 @@ TEST(SamplingTest, RetainDiffScalesAndSaysItIsAnEstimate) {
   ASSERT_GE(row, 0) << diff.stdout_data;
   const int64_t heap = json.Int("rows." + std::to_string(row) + ".retained_bytes");
   EXPECT_EQ(static_cast<uint64_t>(heap), run.estimated_heap + (uint64_t{64} << 20));
+  // Resident bytes (the default) are estimated the same way; the fixture
+  // writes only the first 64 bytes of the 64 MiB block, so at most one of
+  // its pages counts.
+  RunResult resident = RunDiff({run.snapshot, "--json", "--by", "kind", "--top", "0"});
+  ASSERT_EQ(resident.exit_code, 0) << resident.stderr_data;
+  Json resident_json = ParseJson(resident.stdout_data);
+  ASSERT_TRUE(resident_json.ok) << resident_json.error;
+  const int resident_row = resident_json.FindRow("rows", "owner.key", "heap");
+  ASSERT_GE(resident_row, 0) << resident.stdout_data;
+  const int64_t resident_heap =
+      resident_json.Int("rows." + std::to_string(resident_row) + ".retained_bytes");
+  EXPECT_GT(resident_heap, 0) << resident.stdout_data;
+  EXPECT_LE(static_cast<uint64_t>(resident_heap), run.estimated_heap + 4096)
+      << resident.stdout_data;
   RunResult text = RunDiff({run.snapshot});
   EXPECT_NE(text.stdout_data.find("estimates"), std::string::npos) << text.stdout_data;
 }

@@ -176,7 +176,7 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
   std::vector<std::shared_ptr<const v1::Snapshot>> summaries;
   std::unique_ptr<TrendBuilder> builder;
   absl::Status add_status;
-  if (command.trend) builder = std::make_unique<TrendBuilder>(**owners);
+  if (command.trend) builder = std::make_unique<TrendBuilder>(**owners, plan->measure);
   for (const std::string& path : command.paths) {
     absl::StatusOr<v1::Snapshot> snapshot = ReadSnapshotFile(path, read_options);
     if (!snapshot.ok()) return snapshot.status();
@@ -185,7 +185,7 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
       continue;
     }
     summaries.push_back(Summary(*snapshot));
-    if (add_status.ok()) add_status = builder->Add(*snapshot);
+    if (add_status.ok()) add_status = builder->Add(*snapshot, path == kStdinPath ? "stdin" : path);
   }
   std::vector<const v1::Snapshot*> read;
   for (const auto& snapshot : snapshots) read.push_back(snapshot.get());
@@ -218,12 +218,6 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
     absl::StatusOr<TrendResult> result = builder->Finish();
     if (!result.ok()) return result.status();
     format.warnings = symbolizer.TakeWarnings();
-    // The trend engine counts allocated bytes; with residency to show, say
-    // it rather than let the rows pass for resident ones.
-    if (ChooseMeasure(plan->measure, read, names).used == Measure::kResident) {
-      format.warnings.insert(format.warnings.begin(),
-                             "--trend counts allocated bytes: trends do not follow --measure yet");
-    }
     outcome.output = plan->output == DiffOutput::kJson ? FormatTrendJson(*result, format)
                                                        : FormatTrendText(*result, format);
     over = TrendOverFailOver(*result, plan->fail_over);

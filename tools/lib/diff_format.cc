@@ -364,6 +364,7 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
                   first.header().pid(), "), ", trend.snapshots.size(), " snapshots, ",
                   Describe(first), " to ", Describe(last), "\n");
   AppendDegradedWarning(options, &out);
+  AppendMeasureLine(trend.measure, &out);
   const absl::string_view unit = trend.requests_from_tags ? "request" : "snapshot";
   absl::StrAppend(&out, "  x axis      ",
                   trend.requests_from_tags ? "requests served (from request tags)"
@@ -380,20 +381,27 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
   for (const std::string& warning : options.warnings) {
     absl::StrAppend(&out, "  warning     ", warning, "\n");
   }
-  absl::StrAppend(&out, "\n", Pad("verdict", 9), PadLeft("first", 11), PadLeft("last", 11), "  ",
+  // Columns: the verdict, the first and last figures in the measure (with
+  // the resident measure, the last one's allocated bytes beside), and the
+  // verdict's numbers.
+  const bool allocated_beside = trend.measure.used == Measure::kResident;
+  absl::StrAppend(&out, "\n", Pad("verdict", 9), PadLeft("first", 11), PadLeft("last", 11),
+                  allocated_beside ? PadLeft("allocated", 11) : "", "  ",
                   Pad(absl::StrCat("per ", unit, " / level"), 34), "  owner (",
                   GroupByName(options.by), ")\n");
   auto line = [&](const TrendRow& row) {
     const std::string approx = row.estimated() ? "~" : "";
-    absl::StrAppend(
-        &out, Pad(VerdictName(row.fit.verdict), 9),
-        PadLeft(approx +
-                    HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.front(), 0))),
-                11),
-        PadLeft(
-            approx + HumanBytes(static_cast<uint64_t>(std::max<int64_t>(row.live_bytes.back(), 0))),
-            11),
-        "  ", Pad(VerdictDetail(row.fit, unit), 34), "  ", row.owner.display);
+    auto figure = [&](int64_t bytes) {
+      return PadLeft(approx + HumanBytes(static_cast<uint64_t>(std::max<int64_t>(bytes, 0))), 11);
+    };
+    absl::StrAppend(&out, Pad(VerdictName(row.fit.verdict), 9), figure(row.live_bytes.front()),
+                    figure(row.live_bytes.back()));
+    // The RSS lines have one measure: theirs.
+    if (allocated_beside) {
+      absl::StrAppend(
+          &out, row.allocated_bytes.empty() ? PadLeft("", 11) : figure(row.allocated_bytes.back()));
+    }
+    absl::StrAppend(&out, "  ", Pad(VerdictDetail(row.fit, unit), 34), "  ", row.owner.display);
     if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
       absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
     }
@@ -425,6 +433,10 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
         ",\"request_counts\":", row.fit.request_counts,
         ",\"bytes_per_request_error\":", JsonDouble(row.fit.slope_error),
         ",\"growth\":", JsonDouble(row.fit.growth), ",\"live_bytes\":[", series, "]",
+        ",\"allocated_bytes\":",
+        row.allocated_bytes.empty()
+            ? "null"
+            : absl::StrCat("[", absl::StrJoin(row.allocated_bytes, ","), "]"),
         ",\"estimated\":", row.estimated() ? "true" : "false", ",\"live_bytes_error\":[",
         absl::StrJoin(row.error_bytes, ",",
                       [](std::string* out, double e) { absl::StrAppend(out, std::llround(e)); }),
@@ -440,6 +452,11 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
   for (size_t i = 0; i < shown; ++i) rows.push_back(row_json(trend.rows[i], true));
   return absl::StrCat(
       "{\"schema\":\"retain-trend/1\",\"group_by\":", JsonString(GroupByName(options.by)),
+      ",\"measure\":", JsonString(MeasureName(trend.measure.used)),
+      ",\"measure_requested\":", JsonString(MeasureName(trend.measure.requested)),
+      ",\"residency_measured\":", trend.measure.residency ? "true" : "false",
+      ",\"measure_fallback\":",
+      trend.measure.fallback_warning.empty() ? "null" : JsonString(trend.measure.fallback_warning),
       ",\"snapshots\":[", absl::StrJoin(snapshots, ","), "],\"requests\":[",
       absl::StrJoin(requests, ","),
       "],\"requests_from_tags\":", trend.requests_from_tags ? "true" : "false",

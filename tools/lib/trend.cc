@@ -31,11 +31,12 @@ void AppendRaw(std::string* out, uint64_t value) {
 
 }  // namespace
 
-TrendBuilder::TrendBuilder(OwnerResolver& owners) : owners_(owners) {
+TrendBuilder::TrendBuilder(OwnerResolver& owners, Measure requested)
+    : owners_(owners), requested_(requested) {
   owners_.SetKeysWithoutLines(false);
 }
 
-absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot) {
+absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot, absl::string_view name) {
   if (!columns_.empty()) {
     std::string reason;
     if (!SameProcess(*columns_.front().summary, snapshot, &reason)) {
@@ -46,6 +47,7 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot) {
   const size_t s = columns_.size();
   Column column;
   column.summary = Summary(snapshot);
+  column.name = std::string(name);
   // Requests served (the x, chosen in Finish): the header counts them at the
   // trigger and at the capture; a snapshot of an older shim (which kept
   // every tag, numbered from 1 in arrival order) has its largest tag id.
@@ -69,9 +71,10 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot) {
   const bool by_tag = owners_.options().by == GroupBy::kTag;
 
   // Heap rows of a sampled snapshot are estimates (SampledEstimate); each
-  // adds SampledVariance to its owner's point here.
+  // adds SampledVariance to its owner's point here, in both measures (the
+  // resident estimate is the allocated one scaled by the resident fraction).
   const uint64_t interval = snapshot.header().sample_interval_bytes();
-  int64_t sampled_heap = 0;  // estimated heap bytes, for the tracked line
+  Measured sampled_heap;  // estimated heap bytes, for the tracked line
   // (stack id, kind, tag) -> row, for this snapshot.
   absl::flat_hash_map<std::tuple<uint32_t, int, uint32_t>, size_t> local;
   std::string key;
@@ -93,42 +96,50 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot) {
         slot->second = known->second;
       } else {
         const Owner& owner = owners_.Resolve(snapshot, a.stack_id, a.kind, a.tag_id);
-        auto [it, inserted] = row_of_key_.emplace(owner.key, rows_.size());
+        auto [it, inserted] = row_of_key_.emplace(owner.key, owners_of_rows_.size());
         if (inserted) {
-          rows_.emplace_back();
-          rows_.back().owner = owner;
-          variance_.emplace_back();
-        } else if (rows_[it->second].owner.category != owner.category) {
-          rows_[it->second].owner.category.clear();  // spans categories: none
-          rows_[it->second].owner.bounded = false;
+          owners_of_rows_.push_back(owner);
+          series_.emplace_back();
+          row_estimated_.push_back(false);
+        } else if (owners_of_rows_[it->second].category != owner.category) {
+          owners_of_rows_[it->second].category.clear();  // spans categories: none
+          owners_of_rows_[it->second].bounded = false;
         }
         row_of_stack_.emplace(key, it->second);
         slot->second = it->second;
       }
     }
-    TrendRow& row = rows_[slot->second];
-    if (row.live_bytes.size() <= s) row.live_bytes.resize(s + 1, 0);
-    row.live_bytes[s] += static_cast<int64_t>(a.size);
+    std::vector<Measured>& series = series_[slot->second];
+    if (series.size() <= s) series.resize(s + 1);
+    Measured& point = series[s];
+    const int64_t resident = static_cast<int64_t>(MeasuredBytes(a, Measure::kResident));
+    point.allocated += static_cast<int64_t>(a.size);
+    point.resident += resident;
     if (interval != 0 && a.kind == v1::KIND_HEAP) {
-      sampled_heap += static_cast<int64_t>(a.size);
+      sampled_heap.allocated += static_cast<int64_t>(a.size);
+      sampled_heap.resident += resident;
       if (a.recorded_size < interval) {
-        std::vector<double>& v = variance_[slot->second];
-        if (v.size() <= s) v.resize(s + 1, 0.0);
-        const double added = SampledVariance(a.recorded_size, a.size);
-        v[s] += added;
-        column.tracked_variance += added;
+        const double variance = SampledVariance(a.recorded_size, a.size);
+        const double fraction =
+            a.size == 0 ? 0.0 : static_cast<double>(resident) / static_cast<double>(a.size);
+        point.allocated_variance += variance;
+        point.resident_variance += variance * fraction * fraction;
+        column.tracked.allocated_variance += variance;
+        column.tracked.resident_variance += variance * fraction * fraction;
+        row_estimated_[slot->second] = true;
         tracked_estimated_ = true;
       }
     }
   }
   // The tracked line: the shim's totals, but a sampled snapshot's heap
   // totals count the recorded bytes only: the estimate replaces them.
-  int64_t tracked = 0;
   for (const v1::KindTotals& totals : snapshot.totals()) {
     if (interval != 0 && totals.kind() == v1::KIND_HEAP) continue;
-    tracked += static_cast<int64_t>(totals.live_bytes());
+    column.tracked.allocated += static_cast<int64_t>(totals.live_bytes());
+    column.tracked.resident += static_cast<int64_t>(MeasuredLiveBytes(totals, Measure::kResident));
   }
-  column.tracked = tracked + sampled_heap;
+  column.tracked.allocated += sampled_heap.allocated;
+  column.tracked.resident += sampled_heap.resident;
   columns_.push_back(std::move(column));
   // The caller may free the snapshot now; its stacks are known by content.
   owners_.ForgetSnapshots();
@@ -159,10 +170,12 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     at_trigger |= column.requests_at_trigger != 0;
     closed |= column.requests_closed != 0;
   }
+  std::vector<std::string> names;
   for (size_t k = 0; k < n; ++k) {
     const Column& column = columns_[order[k]];
     result.kept.push_back(column.summary);
     result.snapshots.push_back(column.summary.get());
+    names.push_back(column.name.empty() ? absl::StrCat("snapshot #", k + 1) : column.name);
     const uint64_t x = at_trigger ? column.requests_at_trigger
                        : closed   ? column.requests_closed
                                   : column.highest_request;
@@ -172,6 +185,13 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     result.sample_interval_bytes =
         std::max(result.sample_interval_bytes, column.summary->header().sample_interval_bytes());
   }
+  result.measure = ChooseMeasure(requested_, result.snapshots, names);
+  const bool resident = result.measure.used == Measure::kResident;
+  auto in_measure = [&](const Measured& m) { return resident ? m.resident : m.allocated; };
+  auto variance_in_measure = [&](const Measured& m) {
+    return resident ? m.resident_variance : m.allocated_variance;
+  };
+
   // Standard errors of the estimated rows, at least one sampling interval
   // where the snapshot was sampled (an owner read as 0 may hold up to about
   // one interval of small allocations that no sampling point fell into).
@@ -188,17 +208,26 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     std::vector<double> y(row.live_bytes.begin(), row.live_bytes.end());
     row.fit = FitTrend(result.requests, y, row.error_bytes, min_step);
   };
-  result.rows = std::move(rows_);
+  // A row's figures in snapshot order, in the measure (and allocated beside).
+  auto fill = [&](TrendRow& row, auto point_at) {
+    for (size_t k = 0; k < n; ++k) {
+      const Measured& m = point_at(order[k]);
+      row.live_bytes.push_back(in_measure(m));
+      if (resident) row.allocated_bytes.push_back(m.allocated);
+    }
+  };
+  const Measured none;
+  result.rows.resize(owners_of_rows_.size());
   for (size_t r = 0; r < result.rows.size(); ++r) {
     TrendRow& row = result.rows[r];
-    std::vector<int64_t> sorted(n, 0);
-    for (size_t k = 0; k < n; ++k) {
-      if (order[k] < row.live_bytes.size()) sorted[k] = row.live_bytes[order[k]];
-    }
-    row.live_bytes = std::move(sorted);
-    const std::vector<double>& v = variance_[r];
-    if (!v.empty()) {
-      row.error_bytes = errors([&](size_t c) { return c < v.size() ? v[c] : 0.0; });
+    row.owner = std::move(owners_of_rows_[r]);
+    const std::vector<Measured>& series = series_[r];
+    auto point_at = [&](size_t c) -> const Measured& {
+      return c < series.size() ? series[c] : none;
+    };
+    fill(row, point_at);
+    if (row_estimated_[r]) {
+      row.error_bytes = errors([&](size_t c) { return variance_in_measure(point_at(c)); });
     }
     fit_row(row);
   }
@@ -211,10 +240,11 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     result.rss.live_bytes.push_back(static_cast<int64_t>(s.memory().vm_rss()));
     result.anon.live_bytes.push_back(
         static_cast<int64_t>(s.memory().rss_anon() + s.memory().vm_swap()));
-    result.tracked.live_bytes.push_back(columns_[order[k]].tracked);
   }
+  fill(result.tracked, [&](size_t c) -> const Measured& { return columns_[c].tracked; });
   if (tracked_estimated_) {
-    result.tracked.error_bytes = errors([&](size_t c) { return columns_[c].tracked_variance; });
+    result.tracked.error_bytes =
+        errors([&](size_t c) { return variance_in_measure(columns_[c].tracked); });
   }
   fit_row(result.rss, kRssMinStep);
   fit_row(result.anon, kRssMinStep);
@@ -229,19 +259,22 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
 }
 
 absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapshots,
-                                         OwnerResolver& owners) {
+                                         OwnerResolver& owners, Measure requested,
+                                         const std::vector<std::string>& names) {
   if (snapshots.size() < 3) {
     return absl::InvalidArgumentError(
         absl::StrCat("--trend needs at least 3 snapshots of one process; got ", snapshots.size()));
   }
   // The first by sequence is the reference for SameProcess, as before.
-  std::stable_sort(snapshots.begin(), snapshots.end(),
-                   [](const v1::Snapshot* a, const v1::Snapshot* b) {
-                     return a->header().sequence() < b->header().sequence();
-                   });
-  TrendBuilder builder(owners);
-  for (const v1::Snapshot* snapshot : snapshots) {
-    if (absl::Status added = builder.Add(*snapshot); !added.ok()) return added;
+  std::vector<size_t> order(snapshots.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return snapshots[a]->header().sequence() < snapshots[b]->header().sequence();
+  });
+  TrendBuilder builder(owners, requested);
+  for (size_t i : order) {
+    const absl::string_view name = i < names.size() ? absl::string_view(names[i]) : "";
+    if (absl::Status added = builder.Add(*snapshots[i], name); !added.ok()) return added;
   }
   return builder.Finish();
 }

@@ -8,8 +8,10 @@
 // (memory kept per request), plateau (bounded: a cache that filled up),
 // warm-up (one step), flat, noise, or too-few (not enough request counts
 // to tell). Owners' tracked bytes use a noise step of 512 B, the RSS lines
-// one of 256 KiB. In sampled snapshots (Header.sample_interval_bytes) heap
-// bytes are estimates: each point carries its standard error
+// one of 256 KiB. Bytes are those of a measure (measure.h): resident (+
+// swapped) by default, as the RSS lines count them, or allocated; the
+// allocated series is kept beside the resident one so both can be shown. In sampled snapshots
+// (Header.sample_interval_bytes) heap bytes are estimates: each point carries its standard error
 // (SampledVariance), every verdict allows for it, and the rows say so.
 #ifndef RETAIN_TOOLS_LIB_TREND_H_
 #define RETAIN_TOOLS_LIB_TREND_H_
@@ -22,7 +24,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "retain.pb.h"
+#include "tools/lib/measure.h"
 #include "tools/lib/owner.h"
 #include "tools/lib/trend_fit.h"
 
@@ -30,7 +34,10 @@ namespace retain::tool {
 
 struct TrendRow {
   Owner owner;
-  std::vector<int64_t> live_bytes;  // one per snapshot
+  std::vector<int64_t> live_bytes;  // one per snapshot, in the measure used
+  // With the resident measure, the allocated bytes of each snapshot beside
+  // (the sizes asked for, pages never touched included); else empty.
+  std::vector<int64_t> allocated_bytes;
   // Sampled heap bytes in it: the standard error of each live_bytes (at
   // least one sampling interval: an estimate of 0 means "below about one
   // interval"); empty when every figure is exact.
@@ -40,6 +47,9 @@ struct TrendRow {
 };
 
 struct TrendResult {
+  // The measure of every row's bytes (and of the tracked line); a fallback
+  // to allocated says why in measure.fallback_warning.
+  MeasureChoice measure;
   // x of each snapshot: requests served (from tags), or its index.
   std::vector<double> requests;
   bool requests_from_tags = false;
@@ -53,7 +63,7 @@ struct TrendResult {
   std::vector<std::shared_ptr<const v1::Snapshot>> kept;
   TrendRow rss;                // VmRSS
   TrendRow anon;               // RssAnon + VmSwap
-  TrendRow tracked;            // all live tracked bytes
+  TrendRow tracked;            // all live tracked bytes, in the measure
   std::vector<TrendRow> rows;  // by growth, descending
 };
 
@@ -70,27 +80,42 @@ std::shared_ptr<const v1::Snapshot> Summary(const v1::Snapshot& snapshot);
 
 class TrendBuilder {
  public:
-  explicit TrendBuilder(OwnerResolver& owners);
-  // Any order (sorted by sequence at Finish). Error: a snapshot of another
-  // process than the first one added.
-  absl::Status Add(const v1::Snapshot& snapshot);
+  // `requested`: the measure to count in; resident falls back to allocated
+  // at Finish when a snapshot has no residency (ChooseMeasure).
+  explicit TrendBuilder(OwnerResolver& owners, Measure requested = Measure::kResident);
+  // Any order (sorted by sequence at Finish). `name` names the snapshot in
+  // the measure's fallback warning. Error: a snapshot of another process
+  // than the first one added.
+  absl::Status Add(const v1::Snapshot& snapshot, absl::string_view name = "");
   // Error: fewer than 3 snapshots.
   absl::StatusOr<TrendResult> Finish();
 
  private:
+  // One figure of a row or of the tracked line per measure: both are
+  // counted while the rows are read, the measure is chosen at Finish.
+  struct Measured {
+    int64_t allocated = 0;
+    int64_t resident = 0;  // + swapped
+    // Variance of the sampled estimate in each measure (0: exact).
+    double allocated_variance = 0;
+    double resident_variance = 0;
+  };
   struct Column {  // what one snapshot contributed
     std::shared_ptr<const v1::Snapshot> summary;
+    std::string name;
     uint64_t highest_request = 0;  // requests opened, or the largest tag id
     uint64_t requests_at_trigger = 0;
     uint64_t requests_closed = 0;
     bool has_requests = false;
-    int64_t tracked = 0;
-    double tracked_variance = 0;
+    Measured tracked;
   };
   OwnerResolver& owners_;
-  std::vector<Column> columns_;                // in the order added
-  std::vector<TrendRow> rows_;                 // live_bytes indexed like columns_ (may be short: 0)
-  std::vector<std::vector<double>> variance_;  // per row, like live_bytes; empty: exact
+  const Measure requested_;
+  std::vector<Column> columns_;  // in the order added
+  std::vector<Owner> owners_of_rows_;
+  // Per row, one per column (may be short: 0).
+  std::vector<std::vector<Measured>> series_;
+  std::vector<bool> row_estimated_;  // some figure of the row is a sampled estimate
   bool tracked_estimated_ = false;
   absl::flat_hash_map<std::string, size_t> row_of_key_;       // owner key -> row
   absl::flat_hash_map<std::string, size_t> row_of_stack_;     // stack content -> row
@@ -100,8 +125,11 @@ class TrendBuilder {
 // `snapshots`: at least 3, of one process (SameProcess), any order (sorted
 // by sequence). Errors: fewer than 3, or snapshots of different processes.
 // The result's `snapshots` are summaries (TrendBuilder).
+// `names`, when given, names snapshots[i] in the measure's fallback warning.
 absl::StatusOr<TrendResult> ComputeTrend(std::vector<const v1::Snapshot*> snapshots,
-                                         OwnerResolver& owners);
+                                         OwnerResolver& owners,
+                                         Measure requested = Measure::kResident,
+                                         const std::vector<std::string>& names = {});
 
 }  // namespace retain::tool
 

@@ -23,6 +23,7 @@
 #include "record/sampler.h"
 #include "record/tag_table.h"
 #include "snapshot/triggers.h"
+#include "snapshot/trim.h"
 #include "snapshot/writer.h"
 #include "unwind/module_table.h"
 #include "unwind/stack_capture.h"
@@ -83,6 +84,7 @@ void ForkChild() {
   ProgramMappings().ResetLockInChild();
   ModuleTableResetInChild();
   SnapshotWriterResetInChild();
+  TrimResetInChild();
   g_thread.tid = 0;
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();

@@ -1,5 +1,6 @@
 // control_endpoints: the control endpoint's endpoints (net/control_server.h):
 // POST/GET /snapshot (rate-limited by the transport's AllowSnapshot),
+// POST /trim (malloc_trim, snapshot/trim.h; under the same rate limit),
 // POST /mark and /mark/end, GET /stats and /metrics (kinds named by
 // proto/kinds.h, totals from the one walk of record/live_tables.h), POST
 // /handover (who asks, from /proc), and Dispatch, which routes a complete
@@ -38,6 +39,7 @@
 #include "record/recorder.h"
 #include "record/tag_table.h"
 #include "snapshot/request_events.h"
+#include "snapshot/trim.h"
 #include "snapshot/writer.h"
 
 namespace retain::shim::control_internal {
@@ -204,6 +206,37 @@ void ServeSnapshot(Connection* c, int64_t now, bool stream) {
   c->file_offset = 0;
   c->file_size = static_cast<uint64_t>(st.st_size);
   StartWriting(c, now);
+}
+
+// POST /trim: malloc_trim(0), answered with RSS before and after. Counted
+// with the snapshots against RETAIN_CONTROL_RATE (a trim walks every arena).
+void ServeTrim(Connection* c, int64_t now) {
+  int64_t retry_after = 1;
+  if (!AllowSnapshot(now, &retry_after)) {
+    char extra[48];
+    snprintf(extra, sizeof(extra), "Retry-After: %lld\r\n", static_cast<long long>(retry_after));
+    char message[112];
+    snprintf(message, sizeof(message),
+             "at most %d snapshots and trims a second (RETAIN_CONTROL_RATE)\n",
+             GetConfig().control_rate);
+    return ReplyMessage(c, now, 429, message, extra);
+  }
+  const TrimResult trim = TrimMalloc();
+  const TrimHistory history = GetTrimHistory();
+  BodyWriter out;
+  out.Add(
+      "{\"pid\":%u,\"vm_rss_before\":%llu,\"vm_rss_after\":%llu,\"rss_anon_before\":%llu,"
+      "\"rss_anon_after\":%llu,\"returned_bytes\":%llu,\"released\":%s,\"duration_us\":%llu,"
+      "\"trims\":%llu}\n",
+      Pid(), static_cast<unsigned long long>(trim.vm_rss_before),
+      static_cast<unsigned long long>(trim.vm_rss_after),
+      static_cast<unsigned long long>(trim.rss_anon_before),
+      static_cast<unsigned long long>(trim.rss_anon_after),
+      static_cast<unsigned long long>(trim.returned), trim.released ? "true" : "false",
+      static_cast<unsigned long long>(trim.duration_us),
+      static_cast<unsigned long long>(history.trims));
+  if (!out.ok) return ReplyMessage(c, NowMs(), 500, "trim result does not fit\n");
+  Reply(c, NowMs(), 200, "application/json", g_body, out.length);
 }
 
 void ServeMark(Connection* c, int64_t now) {
@@ -524,6 +557,10 @@ void Dispatch(Connection* c, int64_t now) {
   if (path_is("/snapshot")) {
     if (!get && !post) return ReplyMessage(c, now, 405, "use GET or POST\n");
     return ServeSnapshot(c, now, get);
+  }
+  if (path_is("/trim")) {
+    if (!post) return ReplyMessage(c, now, 405, "use POST\n");
+    return ServeTrim(c, now);
   }
   if (path_is("/mark")) {
     if (!post) return ReplyMessage(c, now, 405, "use POST\n");

@@ -19,6 +19,7 @@
 #include "record/recorder.h"
 #include "record/sampler.h"
 #include "record/tag_table.h"
+#include "snapshot/trim.h"
 #include "unwind/libunwind_isolation.h"
 #include "unwind/module_table.h"
 #include "unwind/stack_capture.h"
@@ -32,7 +33,8 @@ constexpr uint32_t kFormatVersion = 1;
 }  // namespace
 
 void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label,
-                  uint64_t requests_at_trigger, uint32_t sequence, const TableCapture& capture) {
+                  uint64_t requests_at_trigger, uint32_t sequence, const TableCapture& capture,
+                  bool residency_measured) {
   ProtoBuffer header;
   header.UintField(1, kFormatVersion);
   header.UintField(2, Pid());
@@ -72,6 +74,7 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label,
   header.UintField(21, capture.requests_closed);
   header.UintField(22, requests_at_trigger);
   header.UintField(23, capture.requests_aborted);
+  header.BoolField(24, residency_measured);
   out.MessageField(1, header);
 }
 
@@ -101,6 +104,10 @@ void EncodeMemory(ProtoBuffer& out) {
   memory.UintField(15, info.arena);
   memory.UintField(16, info.keepcost);
   memory.BoolField(17, true);
+  const TrimHistory trims = GetTrimHistory();
+  memory.UintField(18, trims.trims);
+  memory.UintField(19, trims.returned_bytes);
+  memory.UintField(20, trims.last_unix_ns);
   out.MessageField(2, memory);
 }
 
@@ -125,22 +132,29 @@ void EncodeModules(ProtoBuffer& out) {
   });
 }
 
-// Heap rows sorted by address so the deltas stay small, then mapping rows
-// (already in address order).
-bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& capture) {
+bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& capture,
+                       ResidencyMeter& meter, ResidencyTotals& residency) {
+  auto measure = [&](Kind kind, uintptr_t start, uint64_t size) {
+    Residency r;
+    if (MeasuresResidency(kind)) r = meter.Measure(start, size);
+    residency.Add(kind, r);
+    return r;
+  };
   std::sort(capture.heap, capture.heap + capture.heap_count,
             [](const LiveRecord& a, const LiveRecord& b) { return a.address < b.address; });
   bool ok = true;
   for (size_t i = 0; i < capture.heap_count && ok; ++i) {
     const LiveRecord& r = capture.heap[i];
-    blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, r.flags, r.stack_id,
-                   r.thread_id, r.tag_id, r.kind, r.attribution});
+    blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, r.flags,
+                   measure(r.kind, r.address, r.size), r.stack_id, r.thread_id, r.tag_id, r.kind,
+                   r.attribution});
     if (i % kBlockRows == 0) ok = !blocks.failed() && output.MaybeFlush();
   }
   for (size_t i = 0; i < capture.map_count && ok; ++i) {
     const MapRecord& r = capture.maps[i];
-    blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags, r.stack_id,
-                   r.thread_id, r.tag_id, r.kind, r.attribution});
+    blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags,
+                   measure(r.kind, r.start, r.end - r.start), r.stack_id, r.thread_id, r.tag_id,
+                   r.kind, r.attribution});
   }
   blocks.Flush();
   return ok && !blocks.failed() && output.MaybeFlush();
@@ -190,7 +204,8 @@ bool TagCapture::Encode(Output& output) const {
   return true;
 }
 
-void EncodeTotals(ProtoBuffer& out, const KindCounters* counters) {
+void EncodeTotals(ProtoBuffer& out, const KindCounters* counters,
+                  const ResidencyTotals& residency) {
   ProtoBuffer totals;
   for (int k = 0; k < kKindCount; ++k) {
     const KindCounters& c = counters[k];
@@ -203,6 +218,8 @@ void EncodeTotals(ProtoBuffer& out, const KindCounters* counters) {
     totals.UintField(5, c.allocated_count);
     totals.UintField(6, c.freed_bytes);
     totals.UintField(7, c.freed_count);
+    totals.UintField(8, residency.resident[k]);
+    totals.UintField(9, residency.swapped[k]);
     out.MessageField(6, totals);
   }
 }

@@ -1,10 +1,10 @@
 // encoding: the message layout of a snapshot (proto/retain.proto) over the
 // wire encoder (snapshot/wire_encoder.h): the header, process memory, the
-// modules, the allocation blocks (column-packed, kBlockRows rows each), the
-// stacks they reference, the tags, the per-kind totals and the shim's
-// health. Field numbers are retain.proto's (the health block's named in
-// proto/health_fields.h); tests/preload/snapshot_fields_test.cc parses the
-// output with the generated classes and checks every field.
+// modules, the allocation blocks (column-packed, kBlockRows rows each, with
+// each row's residency from snapshot/residency.h), the stacks they reference, the tags, the
+// per-kind totals and the shim's health. Field numbers are retain.proto's (the health block's named
+// in proto/health_fields.h); tests/preload/snapshot_fields_test.cc parses the output with the
+// generated classes and checks every field.
 //
 // Thread and signal contract: works on the copies of snapshot/capture.h,
 // outside the tables' locks, on the writer's thread with the writer's mutex
@@ -23,6 +23,7 @@
 #include "record/kinds.h"
 #include "snapshot/capture.h"
 #include "snapshot/file_output.h"
+#include "snapshot/residency.h"
 #include "snapshot/wire_encoder.h"
 #include "snapshot/writer.h"
 
@@ -37,6 +38,7 @@ struct Row {
   uint64_t birth_sequence;
   uint64_t birth_time_us;
   uint64_t flags;
+  Residency residency;
   uint32_t stack_id;
   uint32_t thread_id;
   uint32_t tag_id;
@@ -89,6 +91,10 @@ class BlockEncoder {
     tag_.Varint(row.tag_id);
     flags_.Varint(row.flags);
     attribution_.Varint(row.attribution);
+    // The residency columns start at the first nonzero value (earlier rows
+    // are 0): most blocks have nothing swapped, many nothing resident.
+    AddLazily(resident_, any_resident_, row.residency.resident);
+    AddLazily(swapped_, any_swapped_, row.residency.swapped);
     any_tag_ |= row.tag_id != 0;
     any_attribution_ |= row.attribution != 0;
     any_flags_ |= row.flags != 0;
@@ -111,29 +117,42 @@ class BlockEncoder {
     if (any_tag_) block_.PackedField(8, tag_);
     if (any_flags_) block_.PackedField(9, flags_);
     if (any_attribution_) block_.PackedField(10, attribution_);
+    if (any_resident_) block_.PackedField(11, resident_);
+    if (any_swapped_) block_.PackedField(12, swapped_);
     out_.MessageField(5, block_);
     for (ProtoBuffer* column : {&address_, &size_, &kind_, &stack_, &sequence_, &time_, &thread_,
-                                &tag_, &flags_, &attribution_}) {
+                                &tag_, &flags_, &attribution_, &resident_, &swapped_}) {
       if (column->failed()) failed_ = true;
       column->Clear();
     }
     if (block_.failed()) failed_ = true;
     count_ = 0;
-    any_tag_ = any_flags_ = any_attribution_ = false;
+    any_tag_ = any_flags_ = any_attribution_ = any_resident_ = any_swapped_ = false;
   }
 
   bool failed() const { return failed_; }
 
  private:
+  void AddLazily(ProtoBuffer& column, bool& any, uint64_t value) {
+    if (!any) {
+      if (value == 0) return;
+      for (size_t i = 0; i < count_; ++i) column.Varint(0);
+      any = true;
+    }
+    column.Varint(value);
+  }
+
   ProtoBuffer& out_;
   IdSet& stacks_;
   ProtoBuffer block_, address_, size_, kind_, stack_, sequence_, time_, thread_, tag_, flags_,
-      attribution_;
+      attribution_, resident_, swapped_;
   size_t count_ = 0;
   uint64_t previous_address_ = 0;
   bool any_tag_ = false;
   bool any_flags_ = false;
   bool any_attribution_ = false;
+  bool any_resident_ = false;
+  bool any_swapped_ = false;
   bool failed_ = false;
 };
 
@@ -146,15 +165,20 @@ struct WriterHistory {
   const char* last_failure;
 };
 
+// `residency_measured`: the meter's Begin succeeded (Header.residency_measured).
 void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label,
-                  uint64_t requests_at_trigger, uint32_t sequence, const TableCapture& capture);
+                  uint64_t requests_at_trigger, uint32_t sequence, const TableCapture& capture,
+                  bool residency_measured);
 void EncodeMemory(ProtoBuffer& out);
 void EncodeModules(ProtoBuffer& out);
-// Heap rows sorted by address so the deltas stay small, then mapping rows
-// (already in address order).
-bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& capture);
+// Heap rows sorted by address so the deltas stay small (and the meter's
+// mincore windows serve many rows), then mapping rows (already in address
+// order). Each row of a measured kind gets its residency from `meter`,
+// summed per kind into `residency`.
+bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& capture,
+                       ResidencyMeter& meter, ResidencyTotals& residency);
 bool EncodeStacks(Output& output, const IdSet& referenced);
-void EncodeTotals(ProtoBuffer& out, const KindCounters* counters);
+void EncodeTotals(ProtoBuffer& out, const KindCounters* counters, const ResidencyTotals& residency);
 void EncodeHealth(ProtoBuffer& out, const TableCapture& capture, const WriterHistory& history);
 
 }  // namespace retain::shim

@@ -29,6 +29,7 @@
 #include "snapshot/capture.h"
 #include "snapshot/encoding.h"
 #include "snapshot/file_output.h"
+#include "snapshot/residency.h"
 #include "unwind/module_table.h"
 
 namespace retain::shim {
@@ -91,6 +92,7 @@ bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigge
   uint64_t started_us = PreciseMicrosSinceStart();
   RefreshModules();
   bool ok;
+  uint64_t residency_calls = 0;
   {
     TableCapture capture;
     TagCapture tags;
@@ -98,19 +100,26 @@ bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigge
     if (ok) CountTagBytes(capture, tags);
     Output output(file);
     IdSet referenced;
+    // Residency is measured while the rows are encoded, after the capture
+    // has let go of the tables' locks.
+    ResidencyMeter meter;
+    ResidencyTotals residency;
+    const bool measured = ok && meter.Begin();
     if (ok) {
-      EncodeHeader(output.buffer(), trigger, label, requests_at_trigger, sequence, capture);
+      EncodeHeader(output.buffer(), trigger, label, requests_at_trigger, sequence, capture,
+                   measured);
       EncodeMemory(output.buffer());
       EncodeModules(output.buffer());
       ok = output.Flush();
     }
     if (ok) {
       BlockEncoder blocks(output.buffer(), referenced);
-      ok = EncodeAllocations(output, blocks, capture);
+      ok = EncodeAllocations(output, blocks, capture, meter, residency);
+      residency_calls = meter.calls();
     }
     ok = ok && EncodeStacks(output, referenced) && tags.Encode(output);
     if (ok) {
-      EncodeTotals(output.buffer(), capture.counters);
+      EncodeTotals(output.buffer(), capture.counters, residency);
       EncodeHealth(output.buffer(), capture,
                    WriterHistory{g_previous_write_us, g_failed_snapshots, g_last_failure});
       ok = output.Finish();
@@ -130,7 +139,9 @@ bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigge
     return false;
   }
   g_previous_write_us = PreciseMicrosSinceStart() - started_us;
-  LogDiagnostic("wrote %s in %lu us", path, static_cast<unsigned long>(g_previous_write_us));
+  LogDiagnostic("wrote %s in %lu us (residency: %lu system calls)", path,
+                static_cast<unsigned long>(g_previous_write_us),
+                static_cast<unsigned long>(residency_calls));
   if (path_out != nullptr && path_size > 0) snprintf(path_out, path_size, "%s", path);
   return true;
 }
