@@ -156,6 +156,28 @@ TEST_F(SnapshotFieldsTest, ProcessMemory) {
   // Everything the program holds from malloc is in use according to glibc.
   EXPECT_GE(m.malloc_in_use(), LiveBytes(snapshot_, v1::KIND_HEAP));
   EXPECT_GT(m.malloc_free_held() + m.malloc_top_releasable() + 1, 0u);
+  // glibc's arenas, main first; read right after mallinfo2, so they sum to
+  // its figures (give or take the fixture's threads, and the flag bits
+  // malloc_info leaves in binned chunk sizes).
+  ASSERT_GE(m.malloc_arenas_size(), 1);
+  EXPECT_FALSE(m.malloc_arenas_truncated());
+  uint64_t free_bytes = 0;
+  uint64_t system_bytes = 0;
+  for (int i = 0; i < m.malloc_arenas_size(); ++i) {
+    const v1::MallocArena& arena = m.malloc_arenas(i);
+    EXPECT_EQ(arena.number(), static_cast<uint32_t>(i));
+    EXPECT_GT(arena.system_bytes(), 0u);
+    EXPECT_LE(arena.free_bytes(), arena.system_bytes() + 7 * arena.free_chunks());
+    EXPECT_LE(arena.trimmable_bytes(), arena.free_bytes());
+    EXPECT_GE(arena.aspace_bytes(), arena.aspace_mprotect_bytes());
+    EXPECT_EQ(arena.subheaps() == 0, i == 0) << "only thread arenas have subheaps";
+    free_bytes += arena.free_bytes();
+    system_bytes += arena.system_bytes();
+  }
+  EXPECT_NEAR(static_cast<double>(free_bytes), static_cast<double>(m.malloc_free_held()),
+              64.0 * 1024);
+  EXPECT_NEAR(static_cast<double>(system_bytes), static_cast<double>(m.malloc_arena()),
+              256.0 * 1024);
 }
 
 TEST_F(SnapshotFieldsTest, Modules) {

@@ -121,6 +121,46 @@ void* BootstrapAllocate(size_t size, size_t alignment);
 bool IsBootstrapMemory(const void* pointer);
 size_t BootstrapAllocationSize(const void* pointer);
 uint64_t BootstrapBytes();
+// Gives a block of the bootstrap allocator back: a no-op for the bootstrap
+// buffer (never reused), a release for the private heap (below). Any thread.
+void ReleaseBootstrap(void* pointer);
+
+// The private heap: a few KiB of static memory, beside the bootstrap buffer
+// (so IsBootstrapMemory() covers it and the free hook needs no second
+// check), for the allocations glibc makes on the shim's behalf inside a call
+// the shim makes: the stdio stream malloc_info() writes to
+// (snapshot/malloc_arenas.h). Served from the host's heap, they would be the
+// first allocation of a shim thread, which makes glibc create a new arena for
+// it: address space, a heap and an arena the host would not have, listed in
+// the very numbers being read. A bump allocator that starts over when its
+// last block is released: its memory is bounded by one call, never by how
+// many calls were made. Blocks have the bootstrap allocator's header, so
+// malloc_usable_size and realloc treat them as its own.
+//
+// One owner at a time: PrivateHeapScope takes it, or fails (another thread
+// holds it, or a block of an earlier scope was never released), and while it
+// is held the calling thread's malloc, calloc and realloc(nullptr, n) made
+// from inside the shim (busy) are served here (hooks/malloc_hooks.cc). The
+// other allocation functions still reach the real allocator: glibc's stdio
+// does not call them. Never from a signal handler.
+class PrivateHeapScope {
+ public:
+  PrivateHeapScope();
+  ~PrivateHeapScope();
+  PrivateHeapScope(const PrivateHeapScope&) = delete;
+  PrivateHeapScope& operator=(const PrivateHeapScope&) = delete;
+  // False: nothing is redirected; the caller should not make its call.
+  bool ok() const { return ok_; }
+
+ private:
+  bool ok_;
+};
+// Zeroed, `alignment`-aligned (a power of two), or null (errno ENOMEM) when
+// the private heap is full. For the hooks, on the owner's thread.
+void* PrivateHeapAllocate(size_t size, size_t alignment);
+// For the tests: bytes in use now and the most ever in use at once.
+size_t PrivateHeapBytesInUse();
+size_t PrivateHeapPeakBytes();
 
 }  // namespace retain::shim
 

@@ -19,6 +19,10 @@ struct ThreadState {
   // Non-zero while this thread resolves the real allocator with dlsym; its
   // allocation calls are then served from the bootstrap buffer.
   uint32_t resolving;
+  // Non-zero while this thread holds the private heap (PrivateHeapScope,
+  // base/hook_table.h): its malloc and calloc calls from inside the shim
+  // are served there, never by the host's heap.
+  uint32_t private_heap;
   // Non-zero while this thread runs the shim's first initialisation.
   uint32_t initializing;
   // Depth of intercepted GPU API calls this thread is inside (see

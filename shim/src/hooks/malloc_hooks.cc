@@ -45,15 +45,22 @@ void* Reallocate(void* pointer, size_t size, Call call) {
   return result;
 }
 
-// realloc of a block the bootstrap allocator served: move it to the real heap.
+// realloc of a block the bootstrap allocator served: move it to the real
+// heap (or, for the private heap's owner, within the private heap).
 void* ReallocateBootstrap(void* pointer, size_t size) {
   void* result = malloc(size);
   if (result != nullptr) {
     size_t old_size = BootstrapAllocationSize(pointer);
     memcpy(result, pointer, old_size < size ? old_size : size);
+    ReleaseBootstrap(pointer);
   }
   return result;
 }
+
+// Inside the shim, a thread that holds the private heap (base/hook_table.h)
+// allocates there: glibc's allocations on the shim's behalf stay off the
+// host's heap. Only reached on the pass-through path, never on the hot one.
+inline bool PrivateHeapOwner() { return RETAIN_UNLIKELY(g_thread.private_heap != 0); }
 
 size_t PageSize() {
   static size_t page_size = 0;
@@ -68,7 +75,9 @@ using namespace retain::shim;
 
 RETAIN_EXPORT void* malloc(size_t size) noexcept {
   if (!HookReady()) return BootstrapAllocate(size, kMinAlignment);
-  if (PassThrough()) return g_real.malloc(size);
+  if (PassThrough()) {
+    return PrivateHeapOwner() ? PrivateHeapAllocate(size, kMinAlignment) : g_real.malloc(size);
+  }
   BusyScope scope;
   void* result = g_real.malloc(size);
   RecordAlloc(result, size);
@@ -76,7 +85,8 @@ RETAIN_EXPORT void* malloc(size_t size) noexcept {
 }
 
 RETAIN_EXPORT void free(void* pointer) noexcept {
-  if (pointer == nullptr || RETAIN_UNLIKELY(IsBootstrapMemory(pointer))) return;
+  if (pointer == nullptr) return;
+  if (RETAIN_UNLIKELY(IsBootstrapMemory(pointer))) return ReleaseBootstrap(pointer);
   if (!HookReady()) return;  // cannot happen: only bootstrap memory exists then
   // Sampling: most blocks were never recorded, and the filter says so
   // without a lock or a lookup.
@@ -102,7 +112,12 @@ RETAIN_EXPORT void* calloc(size_t count, size_t size) noexcept {
   size_t bytes = 0;
   bool overflow = __builtin_mul_overflow(count, size, &bytes);
   if (!HookReady()) return overflow ? nullptr : BootstrapAllocate(bytes, kMinAlignment);
-  if (PassThrough()) return g_real.calloc(count, size);
+  if (PassThrough()) {
+    if (!PrivateHeapOwner()) return g_real.calloc(count, size);
+    if (!overflow) return PrivateHeapAllocate(bytes, kMinAlignment);
+    errno = ENOMEM;
+    return nullptr;
+  }
   BusyScope scope;
   void* result = g_real.calloc(count, size);
   RecordAlloc(result, bytes);
@@ -114,7 +129,10 @@ RETAIN_EXPORT void* realloc(void* pointer, size_t size) noexcept {
     return ReallocateBootstrap(pointer, size);
   }
   if (!HookReady()) return BootstrapAllocate(size, kMinAlignment);
-  if (PassThrough()) return g_real.realloc(pointer, size);
+  if (PassThrough()) {
+    if (pointer == nullptr && PrivateHeapOwner()) return PrivateHeapAllocate(size, kMinAlignment);
+    return g_real.realloc(pointer, size);
+  }
   BusyScope scope;
   return Reallocate(pointer, size, [&] { return g_real.realloc(pointer, size); });
 }

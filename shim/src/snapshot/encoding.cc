@@ -19,6 +19,7 @@
 #include "record/recorder.h"
 #include "record/sampler.h"
 #include "record/tag_table.h"
+#include "snapshot/malloc_arenas.h"
 #include "snapshot/trim.h"
 #include "unwind/libunwind_isolation.h"
 #include "unwind/module_table.h"
@@ -29,6 +30,30 @@ namespace retain::shim {
 namespace {
 
 constexpr uint32_t kFormatVersion = 1;
+
+// ReadMallocArenas' sink: one MallocArena message per arena, into
+// ProcessMemory.malloc_arenas as glibc prints them.
+struct ArenaEncoding {
+  ProtoBuffer* memory;
+  ProtoBuffer arena;
+};
+
+void EncodeArena(const MallocArenaInfo& info, void* context) {
+  auto* encoding = static_cast<ArenaEncoding*>(context);
+  ProtoBuffer& arena = encoding->arena;
+  arena.Clear();
+  arena.UintField(1, info.number);
+  arena.UintField(2, info.free_bytes);
+  arena.UintField(3, info.free_chunks);
+  arena.UintField(4, info.fast_bytes);
+  arena.UintField(5, info.system_bytes);
+  arena.UintField(6, info.system_max_bytes);
+  arena.UintField(7, info.aspace_bytes);
+  arena.UintField(8, info.aspace_mprotect_bytes);
+  arena.UintField(9, info.subheaps);
+  arena.UintField(10, info.trimmable_bytes);
+  encoding->memory->MessageField(21, arena);
+}
 
 }  // namespace
 
@@ -108,6 +133,11 @@ void EncodeMemory(ProtoBuffer& out) {
   memory.UintField(18, trims.trims);
   memory.UintField(19, trims.returned_bytes);
   memory.UintField(20, trims.last_unix_ns);
+  // Right after mallinfo2, so the arenas' free bytes sum to about its
+  // fordblks (the host's threads allocate meanwhile).
+  ArenaEncoding arenas{&memory, {}};
+  const MallocArenasResult read = ReadMallocArenas(&EncodeArena, &arenas);
+  memory.BoolField(22, read.ran && !read.complete);
   out.MessageField(2, memory);
 }
 
