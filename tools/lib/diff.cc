@@ -143,7 +143,13 @@ RssLevel LevelOf(const v1::Snapshot& s, const absl::flat_hash_map<int, KindGrowt
   for (const auto& [kind, g] : live) {
     if (IsAnonKind(g.kind)) level.tracked_anon += InMeasure(g, measure);
   }
-  level.allocator_free_held = static_cast<int64_t>(s.memory().malloc_free_held());
+  const int64_t free_held = static_cast<int64_t>(s.memory().malloc_free_held());
+  if (measure == Measure::kResident && s.memory().trims() > 0) {
+    const int64_t excess = level.tracked_anon + free_held - level.anon_swap;
+    const int64_t returned = static_cast<int64_t>(s.memory().trim_returned_bytes());
+    level.allocator_free_trimmed = std::clamp<int64_t>(excess, 0, std::min(returned, free_held));
+  }
+  level.allocator_free_held = free_held - level.allocator_free_trimmed;
   level.untracked = level.anon_swap - level.tracked_anon - level.allocator_free_held;
   return level;
 }

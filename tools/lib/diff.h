@@ -88,8 +88,15 @@ struct KindGrowth {
 struct RssLevel {
   int64_t anon_swap = 0;            // RssAnon + VmSwap
   int64_t tracked_anon = 0;         // heap + mmap-anon + gpu-driver-host
-  int64_t allocator_free_held = 0;  // mallinfo2 fordblks
+  int64_t allocator_free_held = 0;  // mallinfo2 fordblks, less allocator_free_trimmed
   int64_t untracked = 0;            // the rest
+  // Free bytes malloc still counts whose pages a trim (POST /trim) gave back:
+  // malloc_trim releases the pages of free chunks but keeps the chunks, so
+  // fordblks counts them while RSS does not. Under the resident measure,
+  // when the snapshot records trims: what fordblks exceeds the rest of
+  // RssAnon+VmSwap by, at most the RSS the trims returned; else 0. So a
+  // level after a trim adds up, and one that still does not is a bug.
+  int64_t allocator_free_trimmed = 0;
 };
 
 // Why RSS grew, as far as the snapshots can tell.

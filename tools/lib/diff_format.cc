@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "tools/lib/allocator_report.h"
 #include "tools/lib/byte_size.h"
 #include "tools/lib/dump_format.h"
 #include "tools/lib/owned_allocations.h"
@@ -182,6 +183,7 @@ std::string JsonBytes(const char* prefix, const ByteMeasures& bytes) {
 std::string JsonLevel(const RssLevel& level) {
   return absl::StrCat("{\"anon_swap\":", level.anon_swap, ",\"tracked_anon\":", level.tracked_anon,
                       ",\"allocator_free_held\":", level.allocator_free_held,
+                      ",\"allocator_free_trimmed\":", level.allocator_free_trimmed,
                       ",\"untracked\":", level.untracked, "}");
 }
 
@@ -222,17 +224,23 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
                   "\n");
   absl::StrAppend(&out, "  allocator   ", SignedBytes(rss.allocator_retained_growth),
                   " freed but held by malloc\n");
+  const AllocatorReport allocator = ReportAllocator(diff);
+  absl::StrAppend(&out, AllocatorArenasText(allocator));
   absl::StrAppend(&out, "  untracked   ", SignedBytes(rss.untracked_growth),
                   " of anonymous memory no allocation explains",
                   rss.degraded ? " (the dropped records' share included)" : "", "\n");
   if (diff.measure.residency && diff.measure.used == Measure::kResident) {
     // The level at `after`, every term memory: it adds up exactly.
     const RssLevel& level = rss.after_level;
-    absl::StrAppend(&out, "  adds up     ",
-                    diff.before == nullptr ? "" : "at after: ", "tracked resident ",
-                    Bytes(level.tracked_anon), " + allocator-held free ",
-                    Bytes(level.allocator_free_held), " + untracked ", Bytes(level.untracked),
-                    " = RssAnon+VmSwap ", Bytes(level.anon_swap), "\n");
+    absl::StrAppend(
+        &out, "  adds up     ", diff.before == nullptr ? "" : "at after: ", "tracked resident ",
+        Bytes(level.tracked_anon), " + allocator-held free ", Bytes(level.allocator_free_held),
+        " + untracked ", Bytes(level.untracked), " = RssAnon+VmSwap ", Bytes(level.anon_swap),
+        level.allocator_free_trimmed > 0
+            ? absl::StrCat(" (malloc counts ", Bytes(level.allocator_free_trimmed),
+                           " more free whose pages trims gave back)")
+            : "",
+        "\n");
   }
   if (!rss.adds_up_warning.empty()) {
     absl::StrAppend(&out, "  warning     ", rss.adds_up_warning, "\n");
@@ -244,6 +252,7 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
     absl::StrAppend(&out, "  explained   ", Percent(rss.explained_share), " of the RssAnon+VmSwap",
                     growth, " is tracked allocations\n");
   }
+  absl::StrAppend(&out, AllocatorTrimAndAdviceText(allocator));
   for (const std::string& warning : options.warnings) {
     absl::StrAppend(&out, "  warning     ", warning, "\n");
   }
@@ -347,7 +356,8 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
       ",\"after_level\":", JsonLevel(rss.after_level),
       ",\"before_level\":", rss.has_before ? JsonLevel(rss.before_level) : "null",
       ",\"adds_up\":", rss.adds_up_warning.empty() ? "true" : "false",
-      "},\"total\":{\"retained_bytes\":", diff.total_retained_bytes,
+      "},\"allocator\":", AllocatorReportJson(ReportAllocator(diff)),
+      ",\"total\":{\"retained_bytes\":", diff.total_retained_bytes,
       ",\"retained_count\":", diff.total_retained_count,
       ",\"released_bytes\":", diff.total_released_bytes,
       ",\"released_count\":", diff.total_released_count, JsonBytes("retained", diff.total_retained),
@@ -378,6 +388,7 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
         "): ~ marks estimates, \u00b1 one standard error (about sqrt(interval x bytes));"
         " growth within the error is never linear\n");
   }
+  absl::StrAppend(&out, SeriesTrimsText(TrimsDuring(trend.snapshots)));
   for (const std::string& warning : options.warnings) {
     absl::StrAppend(&out, "  warning     ", warning, "\n");
   }
@@ -462,8 +473,9 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
       "],\"requests_from_tags\":", trend.requests_from_tags ? "true" : "false",
       ",\"degraded\":", options.degraded_warning.empty() ? "false" : "true",
       ",\"estimated\":", trend.sample_interval_bytes != 0 ? "true" : "false",
-      ",\"min_request_counts\":", kMinRequestCounts, ",\"rss\":", row_json(trend.rss, false),
-      ",\"anon_swap\":", row_json(trend.anon, false),
+      ",\"min_request_counts\":", kMinRequestCounts,
+      ",\"trims\":", SeriesTrimsJson(TrimsDuring(trend.snapshots)),
+      ",\"rss\":", row_json(trend.rss, false), ",\"anon_swap\":", row_json(trend.anon, false),
       ",\"tracked\":", row_json(trend.tracked, false), ",\"owner_count\":", trend.rows.size(),
       ",\"rows\":[", absl::StrJoin(rows, ","), "],\"warnings\":", JsonWarnings(options), "}\n");
 }

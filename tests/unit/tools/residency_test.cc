@@ -249,11 +249,46 @@ TEST_F(Residency, TheRssExplanationAddsUpExactly) {
       << text;
   EXPECT_THAT(text, HasSubstr("\n  untracked   +55.0 MiB of anonymous memory"));
   const std::string json = Json(diff);
-  EXPECT_THAT(json,
-              HasSubstr(absl::StrCat(
-                  "\"after_level\":{\"anon_swap\":", 152 * kMiB, ",\"tracked_anon\":", 90 * kMiB,
-                  ",\"allocator_free_held\":", 7 * kMiB, ",\"untracked\":", 55 * kMiB, "}")));
+  EXPECT_THAT(json, HasSubstr(absl::StrCat(
+                        "\"after_level\":{\"anon_swap\":", 152 * kMiB,
+                        ",\"tracked_anon\":", 90 * kMiB, ",\"allocator_free_held\":", 7 * kMiB,
+                        ",\"allocator_free_trimmed\":0,\"untracked\":", 55 * kMiB, "}")));
   EXPECT_THAT(json, HasSubstr(",\"adds_up\":true}"));
+}
+
+// malloc_trim gives back the pages of free chunks but keeps the chunks:
+// fordblks still counts them. After a trim (ProcessMemory.trims) the free
+// bytes the rest of RssAnon+VmSwap cannot hold, up to what the trims
+// returned, are not resident: the level adds up. Past what they returned it
+// still does not, and the warning stays.
+TEST_F(Residency, FreeChunksATrimEmptiedAreNotCountedResident) {
+  v1::Snapshot after = SnapshotOf(kBuffers, {100 * kMiB, 0, 40 * kMiB}, true);
+  EXPECT_NE(Diff(nullptr, after).rss.adds_up_warning, "") << "90 + 40 > 100 without a trim";
+  after.mutable_memory()->set_trims(1);
+  after.mutable_memory()->set_trim_returned_bytes(35 * kMiB);
+  DiffResult diff = Diff(nullptr, after);
+  EXPECT_EQ(diff.rss.adds_up_warning, "");
+  EXPECT_EQ(diff.rss.after_level.allocator_free_trimmed, 30 * kMiB);
+  EXPECT_EQ(diff.rss.after_level.allocator_free_held, 10 * kMiB);
+  EXPECT_EQ(diff.rss.after_level.untracked, 0);
+  EXPECT_THAT(Text(diff), HasSubstr(" + allocator-held free 10.0 MiB + untracked 0 B = "
+                                    "RssAnon+VmSwap 100.0 MiB (malloc counts 30.0 MiB more free "
+                                    "whose pages trims gave back)\n"));
+  EXPECT_THAT(Json(diff), HasSubstr(",\"allocator_free_trimmed\":31457280,"));
+
+  after.mutable_memory()->set_trim_returned_bytes(20 * kMiB);
+  diff = Diff(nullptr, after);
+  EXPECT_EQ(diff.rss.after_level.allocator_free_trimmed, 20 * kMiB);
+  EXPECT_EQ(diff.rss.after_level.untracked, -10 * kMiB);
+  EXPECT_NE(diff.rss.adds_up_warning, "");
+  // A level that adds up without it keeps every free byte.
+  after.mutable_memory()->set_rss_anon(200 * kMiB);
+  diff = Diff(nullptr, after);
+  EXPECT_EQ(diff.rss.after_level.allocator_free_trimmed, 0);
+  EXPECT_EQ(diff.rss.after_level.allocator_free_held, 40 * kMiB);
+  // The allocated measure has room for reserved bytes: nothing is taken.
+  after.mutable_memory()->set_rss_anon(100 * kMiB);
+  EXPECT_EQ(Diff(nullptr, after, Measure::kAllocated).rss.after_level.allocator_free_trimmed, 0);
 }
 
 // Two snapshots of one process: the cache is born in between, the buffer's
