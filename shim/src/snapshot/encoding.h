@@ -1,9 +1,9 @@
 // encoding: the message layout of a snapshot (proto/retain.proto) over the
 // wire encoder (snapshot/wire_encoder.h): the header, process memory (with glibc's arenas from
-// snapshot/malloc_arenas.h), the modules, the allocation blocks (column-packed, kBlockRows rows each, with
-// each row's residency from snapshot/residency.h), the stacks they reference, the tags, the
-// per-kind totals and the shim's health. Field numbers are retain.proto's (the health block's named
-// in proto/health_fields.h); tests/preload/snapshot_fields_test.cc parses the output with the
+// snapshot/malloc_arenas.h), the modules, the allocation blocks (column-packed, kBlockRows rows
+// each, with each row's residency from snapshot/residency.h), the stacks they reference, the tags,
+// the per-kind totals and the shim's health. Field numbers are retain.proto's (the health block's
+// named in proto/health_fields.h); tests/preload/snapshot_fields_test.cc parses the output with the
 // generated classes and checks every field.
 //
 // Thread and signal contract: works on the copies of snapshot/capture.h,
