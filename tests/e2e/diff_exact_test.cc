@@ -136,6 +136,32 @@ TEST_F(DiffExactTest, JsonHasEveryDocumentedFieldAndExactBytes) {
   EXPECT_EQ(json.Int("rss.untracked_growth"), json.Int("rss.anon_swap_growth") - kTotalBytes -
                                                   json.Int("rss.allocator_retained_growth"));
   ASSERT_THAT(json.Type("rss.explained_share"), ::testing::AnyOf("int", "float", "null"));
+  for (const std::string level : {"after_level", "before_level"}) {
+    EXPECT_EQ(json.Int("rss." + level + ".allocator_free_trimmed"), 0) << "no trim ran";
+  }
+
+  // What malloc holds (tools/lib/allocator_report.h). diff_server is a quiet
+  // program: its arenas are listed, and nothing is advised.
+  EXPECT_TRUE(json.Bool("allocator.has_mallinfo"));
+  for (const std::string field :
+       {"free_held", "top_releasable", "mmapped", "arena_count", "arena_free", "thread_arena_free",
+        "trimmable_bytes", "large_heap_bytes", "resident_bound", "trims", "trim_returned_bytes",
+        "trims_between", "trim_returned_between"}) {
+    EXPECT_EQ(json.Type("allocator." + field), "int") << field;
+  }
+  EXPECT_FALSE(json.Bool("allocator.arenas_truncated"));
+  ASSERT_GE(json.Int("allocator.arena_count"), 1);
+  EXPECT_EQ(json.Size("allocator.arenas"), static_cast<size_t>(json.Int("allocator.arena_count")));
+  EXPECT_EQ(json.Int("allocator.arenas.0.number"), 0);
+  for (const std::string field :
+       {"free_bytes", "free_chunks", "fast_bytes", "system_bytes", "system_max_bytes",
+        "aspace_bytes", "aspace_mprotect_bytes", "subheaps", "trimmable_bytes"}) {
+    EXPECT_EQ(json.Type("allocator.arenas.0." + field), "int") << field;
+  }
+  EXPECT_EQ(json.Int("allocator.trims"), 0);
+  EXPECT_EQ(json.Int("allocator.trims_between"), 0);
+  EXPECT_EQ(json.Type("allocator.last_trim_unix_ns"), "null");
+  EXPECT_EQ(json.Size("allocator.advice"), 0u) << "never without the numbers";
 
   EXPECT_EQ(json.Int("total.retained_bytes"), kTotalBytes);
   EXPECT_EQ(json.Int("total.retained_count"), 17);

@@ -120,6 +120,17 @@ TEST(SimServerTest, PromptCachePlateausAndTheTrieLeaksPerRequest) {
   const std::string t = "rows." + std::to_string(trie) + ".";
   EXPECT_EQ(json.Str(t + "verdict"), "linear");
   EXPECT_EQ(json.Integral(t + "bytes_per_request"), kTrieBytesPerRequest);
+  EXPECT_EQ(json.Integral("trims.count"), 0) << "nobody asked for a trim";
+
+  // A leak and a bounded cache, but nothing malloc keeps that a glibc
+  // setting would return: no advice (tools/lib/allocator_report.h).
+  RunResult diff = RunDiff({"--json", run.snapshots.front(), run.snapshots.back()});
+  ASSERT_EQ(diff.exit_code, 0) << Describe(diff);
+  Json diff_json = ParseJson(diff.stdout_data);
+  ASSERT_TRUE(diff_json.ok) << diff_json.error;
+  EXPECT_TRUE(diff_json.Bool("allocator.has_mallinfo"));
+  EXPECT_GE(diff_json.Integral("allocator.arena_count"), 1);
+  EXPECT_EQ(diff_json.Size("allocator.advice"), 0u) << diff.stdout_data;
 
   // Each retained trie node carries the request that created it, found by
   // the process-latest rule (the inference thread has no tag of its own).
