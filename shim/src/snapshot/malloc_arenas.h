@@ -32,76 +32,16 @@
 // Thread and signal contract: ReadMallocArenas runs on the snapshot writer's
 // thread, busy (BusyScope), as mallinfo2 does in snapshot/encoding.cc; never
 // from a signal handler (malloc_info takes every arena's lock in turn, and
-// stdio is not async-signal-safe) and never inside a hook. The parser is
-// plain code over its own fixed-size members: any thread, no allocation.
+// stdio is not async-signal-safe) and never inside a hook. The parser
+// (snapshot/malloc_info_parser.h) is plain code: any thread, no allocation.
 #ifndef RETAIN_SHIM_SRC_SNAPSHOT_MALLOC_ARENAS_H_
 #define RETAIN_SHIM_SRC_SNAPSHOT_MALLOC_ARENAS_H_
 
-#include <cstddef>
 #include <cstdint>
 
+#include "snapshot/malloc_info_parser.h"
+
 namespace retain::shim {
-
-// One arena, named as proto/retain.proto's MallocArena (which says what
-// glibc calls each figure).
-struct MallocArenaInfo {
-  uint32_t number;
-  uint64_t free_bytes;  // fast + rest
-  uint64_t free_chunks;
-  uint64_t fast_bytes;
-  uint64_t system_bytes;
-  uint64_t system_max_bytes;
-  uint64_t aspace_bytes;
-  uint64_t aspace_mprotect_bytes;
-  uint32_t subheaps;
-  uint64_t trimmable_bytes;  // lower bound, see MallocArena.trimmable_bytes
-};
-
-// Called once per complete arena, in the order glibc prints them.
-using MallocArenaSink = void (*)(const MallocArenaInfo& arena, void* context);
-
-// Reads malloc_info's XML as it arrives, in pieces of any size (a line may
-// be split between two Feed calls). An arena is reported when its </heap>
-// line arrives and it had its totals; one that is cut off, malformed or past
-// kMaxArenas is not, and makes Finish() false.
-class MallocInfoParser {
- public:
-  static constexpr uint32_t kMaxArenas = 4096;
-  // glibc's lines are under 100 bytes; a longer one is not malloc_info's.
-  static constexpr size_t kMaxLine = 256;
-
-  // `page_size`: for trimmable_bytes (two pages per free chunk are not).
-  MallocInfoParser(uint64_t page_size, MallocArenaSink sink, void* context);
-
-  void Feed(const char* data, size_t size);
-  // The text ended. True when it was whole: </malloc> seen, every arena
-  // closed and reported, no line malformed or overlong, none left out.
-  bool Finish();
-
-  uint32_t reported() const { return reported_; }
-  // Arenas seen (<heap> lines), reported or not.
-  uint32_t seen() const { return seen_; }
-
- private:
-  void Line(const char* line, size_t size);
-
-  uint64_t page_size_;
-  MallocArenaSink sink_;
-  void* context_;
-  char line_[kMaxLine];
-  size_t line_size_ = 0;
-  bool overlong_ = false;
-  bool in_heap_ = false;
-  bool has_rest_ = false;
-  bool ended_ = false;  // </malloc>
-  bool damaged_ = false;
-  uint32_t seen_ = 0;
-  uint32_t reported_ = 0;
-  uint64_t fast_chunks_ = 0;
-  uint64_t rest_bytes_ = 0;
-  uint64_t rest_chunks_ = 0;
-  MallocArenaInfo arena_ = {};
-};
 
 struct MallocArenasResult {
   bool ran;         // malloc_info printed to the stream (glibc, stream opened)
