@@ -28,8 +28,8 @@ SpinLock g_resolve_lock;
 
 char* const g_private_heap = g_bootstrap + kBootstrapSize;
 std::atomic<bool> g_private_owned;
-// The owner's bump offset, the blocks not yet released (any thread may
-// release one), and the high-water mark.
+// The owner's bump offset, the blocks not yet released (atomic: the next
+// scope reads it, perhaps on another thread), and the high-water mark.
 size_t g_private_used;
 std::atomic<uint32_t> g_private_live;
 size_t g_private_peak;
