@@ -132,7 +132,7 @@ by about 4 MiB a request. retain-diff tells the two reasons apart:
    the LRU prompt cache, 4 entries x 4 MiB (--cache-mib 16, --state-mib 4).
    Request n saves request n-1's state, so it fills at request 5 and from then
    on evicts one entry per request. Bounded, by design.
- * VmRSS, RssAnon and "tracked (all kinds)": the process as a whole, linear
+ * VmRSS, RssAnon and "tracked (host)": the process as a whole, linear
    because after request 5 only the trie still grows. The header of step 7
    splits RSS into tracked allocations, what malloc holds after free() and
    the untracked rest.

@@ -117,6 +117,18 @@ struct RssExplanation {
   std::string adds_up_warning;
 };
 
+// The totals of one memory domain (domain.h): the host's, or one device
+// API's. Domains are never added together.
+struct DomainTotal {
+  std::string domain;  // "host", "device:vulkan", ...
+  int64_t retained_bytes = 0;
+  int64_t retained_count = 0;
+  int64_t released_bytes = 0;
+  int64_t released_count = 0;
+  ByteMeasures retained;
+  ByteMeasures released;
+};
+
 struct DiffResult {
   DiffMode mode = DiffMode::kLive;
   std::string mode_reason;
@@ -127,8 +139,11 @@ struct DiffResult {
   // -1 when the snapshots carry no tags.
   int64_t requests_between = -1;
   RssExplanation rss;
-  std::vector<DiffRow> rows;  // sorted: retained bytes, descending
+  // Host rows first, then each device domain's, each sorted by retained
+  // bytes, descending (Owner::domain says which).
+  std::vector<DiffRow> rows;
   std::vector<StackShare> retained_stacks;
+  // The host domain's totals (rows of other domains are in `devices`).
   int64_t total_retained_bytes = 0;
   int64_t total_retained_count = 0;
   int64_t total_released_bytes = 0;
@@ -140,6 +155,8 @@ struct DiffResult {
   // Totals in every measure (total_retained_bytes == total_retained.In(...)).
   ByteMeasures total_retained;
   ByteMeasures total_released;
+  // Each device domain with rows, by name.
+  std::vector<DomainTotal> devices;
 };
 
 struct DiffOptions {

@@ -399,10 +399,10 @@ TEST_F(Residency, JsonFoldedAndPprofFollowTheMeasure) {
                                      ",\"retained_resident_bytes\":", 48 * kMiB,
                                      ",\"retained_swapped_bytes\":", 2 * kMiB)));
   EXPECT_THAT(json, HasSubstr(absl::StrCat("\"total\":{\"retained_bytes\":", 90 * kMiB)));
-  EXPECT_THAT(json, HasSubstr(absl::StrCat("{\"kind\":\"heap\",\"live_bytes\":", 450 * kMiB,
-                                           ",\"live_count\":2,\"resident_bytes\":", 88 * kMiB,
-                                           ",\"swapped_bytes\":", 2 * kMiB,
-                                           ",\"measured_bytes\":", 90 * kMiB, "}")));
+  EXPECT_THAT(json, HasSubstr(absl::StrCat(
+                        "{\"kind\":\"heap\",\"domain\":\"host\",\"live_bytes\":", 450 * kMiB,
+                        ",\"live_count\":2,\"resident_bytes\":", 88 * kMiB,
+                        ",\"swapped_bytes\":", 2 * kMiB, ",\"measured_bytes\":", 90 * kMiB, "}")));
   EXPECT_THAT(Json(allocated),
               HasSubstr(absl::StrCat("\"total\":{\"retained_bytes\":", 450 * kMiB)));
 
