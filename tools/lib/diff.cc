@@ -144,6 +144,7 @@ RssLevel LevelOf(const v1::Snapshot& s, const absl::flat_hash_map<int, KindGrowt
     if (IsAnonKind(g.kind)) level.tracked_anon += InMeasure(g, measure);
   }
   level.allocator_free_held = static_cast<int64_t>(s.memory().malloc_free_held());
+  level.shim_own = static_cast<int64_t>(s.health().arena_bytes());
   level.untracked = level.anon_swap - level.tracked_anon - level.allocator_free_held;
   return level;
 }
@@ -194,6 +195,7 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after,
   rss.tracked_anon_growth = rss.after_level.tracked_anon - rss.before_level.tracked_anon;
   rss.allocator_retained_growth =
       rss.after_level.allocator_free_held - rss.before_level.allocator_free_held;
+  rss.shim_own_growth = rss.after_level.shim_own - rss.before_level.shim_own;
   rss.untracked_growth =
       rss.anon_swap_growth - rss.tracked_anon_growth - rss.allocator_retained_growth;
   if (measure == Measure::kResident) {

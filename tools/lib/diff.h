@@ -90,6 +90,9 @@ struct RssLevel {
   int64_t tracked_anon = 0;         // heap + mmap-anon + gpu-driver-host
   int64_t allocator_free_held = 0;  // mallinfo2 fordblks
   int64_t untracked = 0;            // the rest
+  // Of untracked: at most this much is the shim's own memory (its arena
+  // mapped, ShimHealth.arena_bytes; not all of it touched, so not subtracted).
+  int64_t shim_own = 0;
 };
 
 // Why RSS grew, as far as the snapshots can tell.
@@ -100,7 +103,8 @@ struct RssExplanation {
   Measure measure = Measure::kAllocated;  // of the tracked bytes
   int64_t tracked_anon_growth = 0;        // heap + mmap-anon + host GPU kinds
   int64_t allocator_retained_growth = 0;  // glibc free-but-held (mallinfo2 fordblks)
-  int64_t untracked_growth = 0;           // anon_swap_growth - tracked_anon - allocator_retained
+  int64_t untracked_growth = 0;           // anon_swap_growth - the two above
+  int64_t shim_own_growth = 0;            // of untracked: at most the shim's own arena
   // tracked_anon_growth / anon_swap_growth, in [0, 1]; -1 when RSS did not
   // grow, or when a snapshot is degraded (the share would be too low by the
   // dropped records' bytes, and look like a finding).

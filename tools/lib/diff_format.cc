@@ -184,7 +184,7 @@ std::string JsonBytes(const char* prefix, const ByteMeasures& bytes) {
 std::string JsonLevel(const RssLevel& level) {
   return absl::StrCat("{\"anon_swap\":", level.anon_swap, ",\"tracked_anon\":", level.tracked_anon,
                       ",\"allocator_free_held\":", level.allocator_free_held,
-                      ",\"untracked\":", level.untracked, "}");
+                      ",\"shim_own\":", level.shim_own, ",\"untracked\":", level.untracked, "}");
 }
 
 }  // namespace
@@ -229,9 +229,16 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   }
   absl::StrAppend(&out, "  allocator   ", SignedBytes(rss.allocator_retained_growth),
                   " freed but held by malloc\n");
+  // The shim's arena is anonymous memory too; what of it was touched is
+  // not measured, so it is said as a bound, never subtracted.
+  const int64_t own = diff.before == nullptr ? rss.after_level.shim_own : rss.shim_own_growth;
   absl::StrAppend(&out, "  untracked   ", SignedBytes(rss.untracked_growth),
                   " of anonymous memory no allocation explains",
-                  rss.degraded ? " (the dropped records' share included)" : "", "\n");
+                  rss.degraded ? " (the dropped records' share included)" : "",
+                  own > 0 ? absl::StrCat("; up to ", HumanBytes(static_cast<uint64_t>(own)),
+                                         " of it is retain's own arena")
+                          : "",
+                  "\n");
   if (diff.measure.residency && diff.measure.used == Measure::kResident) {
     // The level at `after`, every term memory: it adds up exactly.
     const RssLevel& level = rss.after_level;
@@ -380,7 +387,7 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
       ",\"anon_swap_growth\":", rss.anon_swap_growth, ",\"tracked\":[", absl::StrJoin(kinds, ","),
       "]", ",\"tracked_anon_growth\":", rss.tracked_anon_growth,
       ",\"allocator_retained_growth\":", rss.allocator_retained_growth,
-      ",\"untracked_growth\":", rss.untracked_growth,
+      ",\"shim_own_growth\":", rss.shim_own_growth, ",\"untracked_growth\":", rss.untracked_growth,
       ",\"explained_share\":", rss.explained_share < 0 ? "null" : JsonDouble(rss.explained_share),
       ",\"after_level\":", JsonLevel(rss.after_level),
       ",\"before_level\":", rss.has_before ? JsonLevel(rss.before_level) : "null",
