@@ -184,7 +184,7 @@ std::string JsonBytes(const char* prefix, const ByteMeasures& bytes) {
 std::string JsonLevel(const RssLevel& level) {
   return absl::StrCat("{\"anon_swap\":", level.anon_swap, ",\"tracked_anon\":", level.tracked_anon,
                       ",\"allocator_free_held\":", level.allocator_free_held,
-                      ",\"shim_own\":", level.shim_own, ",\"untracked\":", level.untracked, "}");
+                      ",\"untracked\":", level.untracked, ",\"shim_own\":", level.shim_own, "}");
 }
 
 }  // namespace
