@@ -92,6 +92,11 @@ void UnlinkGpuBacking(uint8_t api, uintptr_t handle) {
   }
 }
 
+size_t GpuBackingCount() {
+  SpinLockHolder hold(g_lock);
+  return g_count;
+}
+
 size_t CopyGpuBackings(GpuBacking* out, size_t capacity) {
   SpinLockHolder hold(g_lock);
   const size_t n = g_count < capacity ? g_count : capacity;

@@ -54,6 +54,8 @@ void LinkGpuBacking(uint8_t api, Kind kind, uintptr_t handle, uint64_t size);
 // The record (api, handle) is gone.
 void UnlinkGpuBacking(uint8_t api, uintptr_t handle);
 
+// Links held now (a snapshot of a program without GPU memory skips the copy).
+size_t GpuBackingCount();
 // Copies up to `capacity` links; returns how many.
 size_t CopyGpuBackings(GpuBacking* out, size_t capacity);
 uint64_t GpuBackingsDropped();

@@ -226,10 +226,14 @@ void EncodeTotals(ProtoBuffer& out, const KindCounters* counters,
 }
 
 void EncodeGpuBackings(ProtoBuffer& out) {
-  const size_t bytes = sizeof(GpuBacking) * kMaxGpuBackings;
+  // Links may be added meanwhile: room for all of them, up to the table's size.
+  size_t room = GpuBackingCount();
+  if (room == 0) return;
+  room = room + 64 < kMaxGpuBackings ? room + 64 : kMaxGpuBackings;
+  const size_t bytes = sizeof(GpuBacking) * room;
   auto* links = static_cast<GpuBacking*>(MapScratchPages(bytes));
   if (links == nullptr) return;  // the tools then count driver and device rows apart
-  const size_t count = CopyGpuBackings(links, kMaxGpuBackings);
+  const size_t count = CopyGpuBackings(links, room);
   ProtoBuffer backing;
   ProtoBuffer addresses;
   for (size_t i = 0; i < count; ++i) {
