@@ -38,7 +38,8 @@
   X(DroppedLiveBytes, dropped_live_bytes, 22)             \
   X(DroppedLiveCount, dropped_live_count, 23)             \
   X(FailedSnapshots, failed_snapshots, 24)                \
-  X(LastFailure, last_failure, 25)
+  X(LastFailure, last_failure, 25)                        \
+  X(GpuBackingsDropped, gpu_backings_dropped, 26)
 
 namespace retain::health_field {
 

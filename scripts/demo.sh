@@ -123,16 +123,16 @@ cat <<EOF
 The server handled $requests requests (256-character prompts) and its RSS grew
 by about 4 MiB a request. retain-diff tells the two reasons apart:
 
- * PrefixTrie::Insert (inference.cc:129): "linear", +4.0 MiB/request to the
+ * PrefixTrie::Insert (inference.cc:140): "linear", +4.0 MiB/request to the
    end: 16 new trie nodes of 256 KiB per request that nothing frees, not even
    at exit (64.0 MiB after request $requests). A leak: orphaned trie nodes. The
-   small linear rows below it (inference.cc:126 and :128, the std::map nodes)
+   small linear rows below it (inference.cc:137 and :139, the std::map nodes)
    are the same trie's bookkeeping, about 145 B a node.
- * PromptCache::Save (inference.cc:106): "plateau", at 16.0 MiB from request 5:
+ * PromptCache::Save (inference.cc:115): "plateau", at 16.0 MiB from request 5:
    the LRU prompt cache, 4 entries x 4 MiB (--cache-mib 16, --state-mib 4).
    Request n saves request n-1's state, so it fills at request 5 and from then
    on evicts one entry per request. Bounded, by design.
- * VmRSS, RssAnon and "tracked (all kinds)": the process as a whole, linear
+ * VmRSS, RssAnon and "tracked (host)": the process as a whole, linear
    because after request 5 only the trie still grows. The header of step 7
    splits RSS into tracked allocations, what malloc holds after free() and
    the untracked rest.

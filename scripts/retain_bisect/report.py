@@ -28,7 +28,7 @@ def _rate_with_spread(step):
 
 def _measured_label(owner):
     """What a step measured: all tracked bytes, or the owners --owner matched."""
-    if owner is None or owner == "tracked (all kinds)":
+    if owner is None or owner == "tracked (host)":
         return "total (tracked)"
     return owner
 

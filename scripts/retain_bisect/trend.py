@@ -124,7 +124,7 @@ def measure(trend, owner_glob=None):
     growing = sorted((o for o in owners.values() if o["verdict"] == "linear"),
                      key=lambda o: -o["bytes_per_request"])
     if owner_glob is None:
-        chosen = _series(trend.get("tracked", {}), requests, "tracked (all kinds)")
+        chosen = _series(trend.get("tracked", {}), requests, "tracked (host)")
         candidates = growing
     else:
         matched = [row for row in trend.get("rows", []) if owner_matches(row["owner"], owner_glob)]

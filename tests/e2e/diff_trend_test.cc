@@ -129,7 +129,7 @@ TEST_F(DiffTrendTest, TableGivesEachOwnerItsVerdict) {
   EXPECT_LT(out.find(Site(kWarmUp)), out.find(Site(kCache))) << out;
   // The process lines come before the owners.
   EXPECT_LT(out.find("VmRSS"), leak_at) << out;
-  EXPECT_LT(out.find("tracked (all kinds)"), leak_at) << out;
+  EXPECT_LT(out.find("tracked (host)"), leak_at) << out;
 }
 
 // Proves: --json carries every documented trend field and the exact series

@@ -181,6 +181,31 @@ TrafficTrend TrendOf(const std::vector<std::string>& snapshots) {
   return result;
 }
 
+// The RSS explanation of a snapshot adds up (docs/retain-diff.md): tracked
+// resident + allocator-held free + untracked = RssAnon+VmSwap, with
+// untracked never negative and, on this server, at most kUntrackedTolerance
+// beyond the shim's own arena (about 4.5 MiB here): what no allocation
+// explains (thread stacks, libc's and the loader's own pages) is small.
+constexpr int64_t kUntrackedTolerance = 8 << 20;
+void ExpectRssAddsUp(const std::string& snapshot) {
+  RunResult diff = RunDiff({snapshot, "--json", "--top", "1"});
+  ASSERT_EQ(diff.exit_code, 0) << Describe(diff);
+  Json json = ParseJson(diff.stdout_data);
+  ASSERT_TRUE(json.ok) << json.error;
+  if (json.Str("measure") != "resident") return;  // sampled heap rows: see SampledRuns...
+  const int64_t anon = json.Int("rss.after_level.anon_swap");
+  const int64_t tracked = json.Int("rss.after_level.tracked_anon");
+  const int64_t free_held = json.Int("rss.after_level.allocator_free_held");
+  const int64_t own = json.Int("rss.after_level.shim_own");
+  const int64_t untracked = json.Int("rss.after_level.untracked");
+  EXPECT_EQ(tracked + free_held + untracked, anon) << snapshot;
+  EXPECT_TRUE(json.Bool("rss.adds_up")) << snapshot << "\n" << diff.stdout_data.substr(0, 2000);
+  EXPECT_GE(untracked, 0) << snapshot;
+  EXPECT_LE(untracked, own + kUntrackedTolerance)
+      << snapshot << ": anon " << anon << " tracked " << tracked << " free " << free_held
+      << " retain " << own;
+}
+
 TrafficTrend RunTraffic(Traffic traffic, std::map<std::string, std::string> env = {},
                         int requests = kRequests) {
   TempDir dir;
@@ -205,6 +230,13 @@ TrafficTrend RunTraffic(Traffic traffic, std::map<std::string, std::string> env 
     EXPECT_LE(at_trigger, snapshot.header().requests_closed()) << file;
     EXPECT_EQ(snapshot.header().requests_aborted(), 0u) << file;
     previous = static_cast<int64_t>(at_trigger);
+  }
+  // Whatever the traffic, the first, a middle and the last snapshot's RSS
+  // explanation adds up.
+  if (!snapshots.empty()) {
+    for (size_t i : {size_t{0}, snapshots.size() / 2, snapshots.size() - 1}) {
+      ExpectRssAddsUp(snapshots[i]);
+    }
   }
   return TrendOf(snapshots);
 }

@@ -50,5 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(row.stack_id == 0 || retain::tool::FindStack(*snapshot, row.stack_id) != nullptr,
           "every stack id a row names exists");
   }
+  // GPU backings join rows, never add any: counted rows are no more than
+  // the rows, and every counted total stays a count.
+  const size_t rows = retain::tool::FlattenAllocations(*snapshot).size();
+  Check(retain::tool::CountedAllocations(*snapshot).size() <= rows, "merging never adds rows");
+  retain::tool::CountedTotals(*snapshot);
   return 0;
 }

@@ -11,3 +11,15 @@ add_dependencies(vulkan_test retain vulkan_alloc vulkan_hpp proc_true)
 gtest_discover_tests(vulkan_test
   DISCOVERY_TIMEOUT 120
   PROPERTIES TIMEOUT 120 LABELS preload)
+
+# Memory domains: lavapipe's device memory is host memory, counted once in
+# retain-diff's every output.
+find_package(ZLIB REQUIRED)
+add_executable(vulkan_domains_test vulkan_domains_test.cc)
+target_include_directories(vulkan_domains_test PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(vulkan_domains_test PRIVATE
+  retain_test_support retain_diff_e2e_util retain_pprof_proto GTest::gtest_main ZLIB::ZLIB)
+add_dependencies(vulkan_domains_test retain retain-diff vulkan_alloc)
+gtest_discover_tests(vulkan_domains_test
+  DISCOVERY_TIMEOUT 120
+  PROPERTIES TIMEOUT 180 LABELS preload)

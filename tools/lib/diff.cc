@@ -96,7 +96,7 @@ bool IsAnonKind(v1::Kind kind) {
 // records, the estimate comes from the rows, scaled.
 absl::flat_hash_map<int, KindGrowth> LiveByKind(const v1::Snapshot& s) {
   absl::flat_hash_map<int, KindGrowth> live;
-  for (const v1::KindTotals& totals : s.totals()) {
+  for (const v1::KindTotals& totals : CountedTotals(s)) {
     KindGrowth& g = live[totals.kind()];
     g.kind = totals.kind();
     g.live_bytes_growth += static_cast<int64_t>(totals.live_bytes());
@@ -119,7 +119,7 @@ absl::flat_hash_map<int, KindGrowth> LiveByKind(const v1::Snapshot& s) {
         }
       }
     }
-    for (const Allocation& a : FlattenAllocations(s)) {
+    for (const Allocation& a : CountedAllocations(s)) {
       if (a.kind == v1::KIND_HEAP) estimated.Add(a);
     }
     KindGrowth& g = live[v1::KIND_HEAP];
@@ -150,6 +150,7 @@ RssLevel LevelOf(const v1::Snapshot& s, const absl::flat_hash_map<int, KindGrowt
     level.allocator_free_trimmed = std::clamp<int64_t>(excess, 0, std::min(returned, free_held));
   }
   level.allocator_free_held = free_held - level.allocator_free_trimmed;
+  level.shim_own = static_cast<int64_t>(s.health().arena_bytes());
   level.untracked = level.anon_swap - level.tracked_anon - level.allocator_free_held;
   return level;
 }
@@ -200,6 +201,7 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after,
   rss.tracked_anon_growth = rss.after_level.tracked_anon - rss.before_level.tracked_anon;
   rss.allocator_retained_growth =
       rss.after_level.allocator_free_held - rss.before_level.allocator_free_held;
+  rss.shim_own_growth = rss.after_level.shim_own - rss.before_level.shim_own;
   rss.untracked_growth =
       rss.anon_swap_growth - rss.tracked_anon_growth - rss.allocator_retained_growth;
   if (measure == Measure::kResident) {
@@ -224,6 +226,11 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after,
 
 void SortRows(std::vector<DiffRow>& rows) {
   std::stable_sort(rows.begin(), rows.end(), [](const DiffRow& a, const DiffRow& b) {
+    // Host first, then device domains by name ("device:..." > "host" would
+    // put them first).
+    const bool a_host = a.owner.domain == "host", b_host = b.owner.domain == "host";
+    if (a_host != b_host) return a_host;
+    if (a.owner.domain != b.owner.domain) return a.owner.domain < b.owner.domain;
     if (a.retained_bytes != b.retained_bytes) return a.retained_bytes > b.retained_bytes;
     if (a.net_bytes() != b.net_bytes()) return a.net_bytes() > b.net_bytes();
     return a.owner.key < b.owner.key;
@@ -244,8 +251,8 @@ void Live(const v1::Snapshot& after, OwnerResolver& owners, RowTable& table, Sta
 void Exact(const v1::Snapshot& before, const v1::Snapshot& after, Measure measure,
            OwnerResolver& owners, RowTable& table, StackBytes& examples) {
   const uint64_t born_after = before.header().next_birth_sequence();
-  const std::vector<Allocation> after_rows = FlattenAllocations(after);
-  const std::vector<Allocation> before_rows = FlattenAllocations(before);
+  const std::vector<Allocation> after_rows = CountedAllocations(after);
+  const std::vector<Allocation> before_rows = CountedAllocations(before);
   absl::flat_hash_set<std::pair<uint64_t, uint64_t>> still_live;
   still_live.reserve(after_rows.size());
   for (const Allocation& a : after_rows) still_live.insert({a.address, a.birth_sequence});
@@ -505,14 +512,33 @@ absl::StatusOr<DiffResult> ComputeDiff(const v1::Snapshot* before, const v1::Sna
   } else {
     result.retained_stacks = examples.Shares();
   }
+  DomainTotal host;
   for (const DiffRow& row : result.rows) {
-    result.total_retained_bytes += row.retained_bytes;
-    result.total_retained_count += row.retained_count;
-    result.total_released_bytes += row.released_bytes;
-    result.total_released_count += row.released_count;
-    result.total_retained += row.retained;
-    result.total_released += row.released;
+    DomainTotal* total = &host;
+    if (row.owner.domain != "host") {
+      auto it = std::find_if(result.devices.begin(), result.devices.end(),
+                             [&](const DomainTotal& d) { return d.domain == row.owner.domain; });
+      if (it == result.devices.end()) {
+        result.devices.emplace_back().domain = row.owner.domain;
+        it = result.devices.end() - 1;
+      }
+      total = &*it;
+    }
+    total->retained_bytes += row.retained_bytes;
+    total->retained_count += row.retained_count;
+    total->released_bytes += row.released_bytes;
+    total->released_count += row.released_count;
+    total->retained += row.retained;
+    total->released += row.released;
   }
+  std::sort(result.devices.begin(), result.devices.end(),
+            [](const DomainTotal& a, const DomainTotal& b) { return a.domain < b.domain; });
+  result.total_retained_bytes = host.retained_bytes;
+  result.total_retained_count = host.retained_count;
+  result.total_released_bytes = host.released_bytes;
+  result.total_released_count = host.released_count;
+  result.total_retained = host.retained;
+  result.total_released = host.released;
   return result;
 }
 

@@ -90,6 +90,9 @@ struct RssLevel {
   int64_t tracked_anon = 0;         // heap + mmap-anon + gpu-driver-host
   int64_t allocator_free_held = 0;  // mallinfo2 fordblks, less allocator_free_trimmed
   int64_t untracked = 0;            // the rest
+  // Of untracked: at most this much is the shim's own memory (its arena
+  // mapped, ShimHealth.arena_bytes; not all of it touched, so not subtracted).
+  int64_t shim_own = 0;
   // Free bytes malloc still counts whose pages a trim (POST /trim) gave back:
   // malloc_trim releases the pages of free chunks but keeps the chunks, so
   // fordblks counts them while RSS does not. Under the resident measure,
@@ -107,7 +110,8 @@ struct RssExplanation {
   Measure measure = Measure::kAllocated;  // of the tracked bytes
   int64_t tracked_anon_growth = 0;        // heap + mmap-anon + host GPU kinds
   int64_t allocator_retained_growth = 0;  // glibc free-but-held (mallinfo2 fordblks)
-  int64_t untracked_growth = 0;           // anon_swap_growth - tracked_anon - allocator_retained
+  int64_t untracked_growth = 0;           // anon_swap_growth - the two above
+  int64_t shim_own_growth = 0;            // of untracked: at most the shim's own arena
   // tracked_anon_growth / anon_swap_growth, in [0, 1]; -1 when RSS did not
   // grow, or when a snapshot is degraded (the share would be too low by the
   // dropped records' bytes, and look like a finding).
@@ -124,6 +128,18 @@ struct RssExplanation {
   std::string adds_up_warning;
 };
 
+// The totals of one memory domain (domain.h): the host's, or one device
+// API's. Domains are never added together.
+struct DomainTotal {
+  std::string domain;  // "host", "device:vulkan", ...
+  int64_t retained_bytes = 0;
+  int64_t retained_count = 0;
+  int64_t released_bytes = 0;
+  int64_t released_count = 0;
+  ByteMeasures retained;
+  ByteMeasures released;
+};
+
 struct DiffResult {
   DiffMode mode = DiffMode::kLive;
   std::string mode_reason;
@@ -134,8 +150,11 @@ struct DiffResult {
   // -1 when the snapshots carry no tags.
   int64_t requests_between = -1;
   RssExplanation rss;
-  std::vector<DiffRow> rows;  // sorted: retained bytes, descending
+  // Host rows first, then each device domain's, each sorted by retained
+  // bytes, descending (Owner::domain says which).
+  std::vector<DiffRow> rows;
   std::vector<StackShare> retained_stacks;
+  // The host domain's totals (rows of other domains are in `devices`).
   int64_t total_retained_bytes = 0;
   int64_t total_retained_count = 0;
   int64_t total_released_bytes = 0;
@@ -147,6 +166,8 @@ struct DiffResult {
   // Totals in every measure (total_retained_bytes == total_retained.In(...)).
   ByteMeasures total_retained;
   ByteMeasures total_released;
+  // Each device domain with rows, by name.
+  std::vector<DomainTotal> devices;
 };
 
 struct DiffOptions {

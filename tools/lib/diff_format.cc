@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "tools/lib/allocator_report.h"
 #include "tools/lib/byte_size.h"
+#include "tools/lib/domain.h"
 #include "tools/lib/dump_format.h"
 #include "tools/lib/owned_allocations.h"
 #include "tools/lib/snapshot_reader.h"
@@ -51,6 +52,7 @@ std::string JsonOwner(const Owner& owner) {
   for (const std::string& frame : owner.frames) frames.push_back(JsonString(frame));
   return absl::StrCat(
       "{\"key\":", JsonString(owner.key), ",\"display\":", JsonString(owner.display),
+      ",\"domain\":", JsonString(owner.domain),
       ",\"category\":", owner.category.empty() ? "null" : JsonString(owner.category),
       ",\"bounded\":", owner.bounded ? "true" : "false", ",\"chain\":[", absl::StrJoin(chain, ","),
       "],\"frames\":[", absl::StrJoin(frames, ","), "]}");
@@ -183,8 +185,8 @@ std::string JsonBytes(const char* prefix, const ByteMeasures& bytes) {
 std::string JsonLevel(const RssLevel& level) {
   return absl::StrCat("{\"anon_swap\":", level.anon_swap, ",\"tracked_anon\":", level.tracked_anon,
                       ",\"allocator_free_held\":", level.allocator_free_held,
-                      ",\"allocator_free_trimmed\":", level.allocator_free_trimmed,
-                      ",\"untracked\":", level.untracked, "}");
+                      ",\"untracked\":", level.untracked, ",\"shim_own\":", level.shim_own,
+                      ",\"allocator_free_trimmed\":", level.allocator_free_trimmed, "}");
 }
 
 }  // namespace
@@ -216,19 +218,31 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   const char* growth = diff.before == nullptr ? "" : " growth";
   absl::StrAppend(&out, "  RSS         VmRSS ", SignedBytes(rss.vm_rss_growth), ", RssAnon+VmSwap ",
                   SignedBytes(rss.anon_swap_growth), "\n");
-  std::vector<std::string> kinds;
+  // Host kinds on the tracked line; device kinds on their own (domain.h).
+  std::vector<std::string> kinds, devices;
   for (const KindGrowth& kind : rss.tracked) {
-    kinds.push_back(KindGrowthText(kind, diff.measure));
+    (IsDeviceKind(kind.kind) ? devices : kinds).push_back(KindGrowthText(kind, diff.measure));
   }
   absl::StrAppend(&out, "  tracked     ", kinds.empty() ? "nothing" : absl::StrJoin(kinds, ", "),
                   "\n");
+  if (!devices.empty()) {
+    absl::StrAppend(&out, "  device      ", absl::StrJoin(devices, ", "),
+                    " (device memory, not in RSS)\n");
+  }
   absl::StrAppend(&out, "  allocator   ", SignedBytes(rss.allocator_retained_growth),
                   " freed but held by malloc\n");
   const AllocatorReport allocator = ReportAllocator(diff);
   absl::StrAppend(&out, AllocatorArenasText(allocator));
+  // The shim's arena is anonymous memory too; what of it was touched is
+  // not measured, so it is said as a bound, never subtracted.
+  const int64_t own = diff.before == nullptr ? rss.after_level.shim_own : rss.shim_own_growth;
   absl::StrAppend(&out, "  untracked   ", SignedBytes(rss.untracked_growth),
                   " of anonymous memory no allocation explains",
-                  rss.degraded ? " (the dropped records' share included)" : "", "\n");
+                  rss.degraded ? " (the dropped records' share included)" : "",
+                  own > 0 ? absl::StrCat("; up to ", HumanBytes(static_cast<uint64_t>(own)),
+                                         " of it is retain's own arena")
+                          : "",
+                  "\n");
   if (diff.measure.residency && diff.measure.used == Measure::kResident) {
     // The level at `after`, every term memory: it adds up exactly.
     const RssLevel& level = rss.after_level;
@@ -259,7 +273,6 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   absl::StrAppend(&out, "\n");
 
   const bool live = diff.before == nullptr;
-  const size_t shown = RowLimit(diff.rows.size(), options.top);
   // Columns: the measure's bytes (retained or live), with residency the
   // other measure's beside them (and swapped bytes when any), count, share
   // (of the measure), released (in the measure).
@@ -280,35 +293,56 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   if (!live) absl::StrAppend(&out, PadLeft("released", 11));
   absl::StrAppend(&out, "  owner (", GroupByName(options.by), ")\n");
   const size_t indent = header.size() + 9 + 8 + (live ? 0 : 11) + 2;
-  for (size_t i = 0; i < shown; ++i) {
-    const DiffRow& row = diff.rows[i];
-    double share = diff.total_retained_bytes > 0
-                       ? static_cast<double>(row.retained_bytes) /
-                             static_cast<double>(diff.total_retained_bytes)
-                       : 0;
-    absl::StrAppend(&out, byte_columns(row.retained_bytes, row.retained),
-                    PadLeft(absl::StrCat(row.retained_count), 9), PadLeft(Percent(share), 8));
+  // One section per domain: the host's rows and total, then each device
+  // domain's below its own heading, shares of its own total (domain.h:
+  // device memory is not RSS, and never added to it). --top is per domain.
+  auto section = [&](const std::string& domain, const DomainTotal& total) {
+    size_t in_domain = 0, shown = 0;
+    const size_t limit = options.top > 0 ? static_cast<size_t>(options.top) : SIZE_MAX;
+    for (const DiffRow& row : diff.rows) {
+      if (row.owner.domain != domain) continue;
+      ++in_domain;
+      if (shown == limit) continue;
+      ++shown;
+      double share = total.retained_bytes > 0 ? static_cast<double>(row.retained_bytes) /
+                                                    static_cast<double>(total.retained_bytes)
+                                              : 0;
+      absl::StrAppend(&out, byte_columns(row.retained_bytes, row.retained),
+                      PadLeft(absl::StrCat(row.retained_count), 9), PadLeft(Percent(share), 8));
+      if (!live) {
+        absl::StrAppend(&out, PadLeft(Bytes(row.released_bytes), 11));
+      }
+      absl::StrAppend(&out, "  ", row.owner.display);
+      if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
+        absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
+      }
+      absl::StrAppend(&out, "\n");
+      for (const std::string& caller : row.owner.chain) {
+        absl::StrAppend(&out, std::string(indent, ' '), "<- ", caller, "\n");
+      }
+    }
+    if (shown < in_domain) {
+      absl::StrAppend(&out, "  ... ", in_domain - shown, " more owners (--top)\n");
+    }
+    absl::StrAppend(&out, byte_columns(total.retained_bytes, total.retained),
+                    PadLeft(absl::StrCat(total.retained_count), 9), PadLeft("", 8));
     if (!live) {
-      absl::StrAppend(&out, PadLeft(Bytes(row.released_bytes), 11));
+      absl::StrAppend(&out, PadLeft(Bytes(total.released_bytes), 11));
     }
-    absl::StrAppend(&out, "  ", row.owner.display);
-    if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
-      absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
-    }
-    absl::StrAppend(&out, "\n");
-    for (const std::string& caller : row.owner.chain) {
-      absl::StrAppend(&out, std::string(indent, ' '), "<- ", caller, "\n");
-    }
+    absl::StrAppend(&out, domain == "host" ? "  total\n" : "  total " + domain + "\n");
+  };
+  DomainTotal host;
+  host.retained_bytes = diff.total_retained_bytes;
+  host.retained_count = diff.total_retained_count;
+  host.released_bytes = diff.total_released_bytes;
+  host.retained = diff.total_retained;
+  host.released = diff.total_released;
+  section("host", host);
+  for (const DomainTotal& device : diff.devices) {
+    absl::StrAppend(&out, "\n  ", device.domain,
+                    ": device memory (committed when allocated: resident = allocated; not RSS)\n");
+    section(device.domain, device);
   }
-  if (shown < diff.rows.size()) {
-    absl::StrAppend(&out, "  ... ", diff.rows.size() - shown, " more owners (--top)\n");
-  }
-  absl::StrAppend(&out, byte_columns(diff.total_retained_bytes, diff.total_retained),
-                  PadLeft(absl::StrCat(diff.total_retained_count), 9), PadLeft("", 8));
-  if (!live) {
-    absl::StrAppend(&out, PadLeft(Bytes(diff.total_released_bytes), 11));
-  }
-  absl::StrAppend(&out, "  total\n");
   return out;
 }
 
@@ -316,11 +350,22 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
   const RssExplanation& rss = diff.rss;
   std::vector<std::string> kinds;
   for (const KindGrowth& kind : rss.tracked) {
-    kinds.push_back(absl::StrCat("{\"kind\":", JsonString(KindName(kind.kind)), ",\"live_bytes\":",
-                                 kind.live_bytes_growth, ",\"live_count\":", kind.live_count_growth,
+    kinds.push_back(absl::StrCat("{\"kind\":", JsonString(KindName(kind.kind)),
+                                 ",\"domain\":", JsonString(DomainName(kind.kind)),
+                                 ",\"live_bytes\":", kind.live_bytes_growth,
+                                 ",\"live_count\":", kind.live_count_growth,
                                  ",\"resident_bytes\":", kind.resident_bytes_growth,
                                  ",\"swapped_bytes\":", kind.swapped_bytes_growth,
                                  ",\"measured_bytes\":", kind.measured_growth, "}"));
+  }
+  // Device domains' totals, each apart from the host's "total".
+  std::vector<std::string> devices;
+  for (const DomainTotal& device : diff.devices) {
+    devices.push_back(absl::StrCat("{\"domain\":", JsonString(device.domain),
+                                   ",\"retained_bytes\":", device.retained_bytes,
+                                   ",\"retained_count\":", device.retained_count,
+                                   ",\"released_bytes\":", device.released_bytes,
+                                   ",\"released_count\":", device.released_count, "}"));
   }
   std::vector<std::string> rows;
   const size_t shown = RowLimit(diff.rows.size(), options.top);
@@ -351,7 +396,7 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
       ",\"anon_swap_growth\":", rss.anon_swap_growth, ",\"tracked\":[", absl::StrJoin(kinds, ","),
       "]", ",\"tracked_anon_growth\":", rss.tracked_anon_growth,
       ",\"allocator_retained_growth\":", rss.allocator_retained_growth,
-      ",\"untracked_growth\":", rss.untracked_growth,
+      ",\"shim_own_growth\":", rss.shim_own_growth, ",\"untracked_growth\":", rss.untracked_growth,
       ",\"explained_share\":", rss.explained_share < 0 ? "null" : JsonDouble(rss.explained_share),
       ",\"after_level\":", JsonLevel(rss.after_level),
       ",\"before_level\":", rss.has_before ? JsonLevel(rss.before_level) : "null",
@@ -361,8 +406,8 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
       ",\"retained_count\":", diff.total_retained_count,
       ",\"released_bytes\":", diff.total_released_bytes,
       ",\"released_count\":", diff.total_released_count, JsonBytes("retained", diff.total_retained),
-      JsonBytes("released", diff.total_released), "},\"owner_count\":", diff.rows.size(),
-      ",\"rows\":[", absl::StrJoin(rows, ","),
+      JsonBytes("released", diff.total_released), "},\"devices\":[", absl::StrJoin(devices, ","),
+      "],\"owner_count\":", diff.rows.size(), ",\"rows\":[", absl::StrJoin(rows, ","),
       "],\"warnings\":", JsonWarnings(options, rss.adds_up_warning), "}\n");
 }
 
@@ -416,11 +461,16 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
     if (!row.owner.category.empty() && options.by != GroupBy::kCategory) {
       absl::StrAppend(&out, "  [", row.owner.category, row.owner.bounded ? ", bounded" : "", "]");
     }
+    // Device memory is not the host's: say whose it is.
+    if (row.owner.domain != "host" && !row.owner.key.empty()) {
+      absl::StrAppend(&out, "  (", row.owner.domain, ")");
+    }
     absl::StrAppend(&out, "\n");
   };
   line(trend.rss);
   line(trend.anon);
   line(trend.tracked);
+  for (const TrendRow& device : trend.devices) line(device);
   absl::StrAppend(&out, "\n");
   const size_t shown = RowLimit(trend.rows.size(), options.top);
   for (size_t i = 0; i < shown; ++i) line(trend.rows[i]);
@@ -461,6 +511,11 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
   std::vector<std::string> rows;
   const size_t shown = RowLimit(trend.rows.size(), options.top);
   for (size_t i = 0; i < shown; ++i) rows.push_back(row_json(trend.rows[i], true));
+  std::vector<std::string> devices;
+  for (const TrendRow& device : trend.devices) {
+    devices.push_back(absl::StrCat("{\"domain\":", JsonString(device.owner.domain),
+                                   ",\"series\":", row_json(device, false), "}"));
+  }
   return absl::StrCat(
       "{\"schema\":\"retain-trend/1\",\"group_by\":", JsonString(GroupByName(options.by)),
       ",\"measure\":", JsonString(MeasureName(trend.measure.used)),
@@ -476,8 +531,9 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
       ",\"min_request_counts\":", kMinRequestCounts,
       ",\"trims\":", SeriesTrimsJson(TrimsDuring(trend.snapshots)),
       ",\"rss\":", row_json(trend.rss, false), ",\"anon_swap\":", row_json(trend.anon, false),
-      ",\"tracked\":", row_json(trend.tracked, false), ",\"owner_count\":", trend.rows.size(),
-      ",\"rows\":[", absl::StrJoin(rows, ","), "],\"warnings\":", JsonWarnings(options), "}\n");
+      ",\"tracked\":", row_json(trend.tracked, false), ",\"devices\":[",
+      absl::StrJoin(devices, ","), "],\"owner_count\":", trend.rows.size(), ",\"rows\":[",
+      absl::StrJoin(rows, ","), "],\"warnings\":", JsonWarnings(options), "}\n");
 }
 
 std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners) {
@@ -487,11 +543,14 @@ std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners) {
       [](const StackShare& share) { return share.bytes > 0; },
       [&](const StackShare& share, const Owner& owner) {
         std::vector<std::string> frames;
+        // Device memory under a root frame of its domain, so a flame graph
+        // never stacks it on the host's.
+        if (owner.domain != "host") frames.push_back("[" + owner.domain + "]");
         for (auto it = owner.frames.rbegin(); it != owner.frames.rend(); ++it) {
           // ';' separates frames and ' ' ends the stack in the folded format.
           frames.push_back(absl::StrReplaceAll(*it, {{";", ","}, {" ", "_"}}));
         }
-        if (frames.empty()) frames.push_back("(no_stack)");
+        if (owner.frames.empty()) frames.push_back("(no_stack)");
         absl::StrAppend(&out, absl::StrJoin(frames, ";"), " ", share.bytes, "\n");
       });
   return out;
@@ -538,6 +597,7 @@ ProfileSpec DiffProfile(const DiffResult& diff) {
     sample.values = {share.by.allocated, share.count};
     if (resident_type) sample.values.push_back(resident);
     sample.labels.push_back({"kind", KindName(share.kind)});
+    sample.labels.push_back({"domain", DomainName(share.kind)});
     if (share.tag_id != 0) {
       for (const v1::Tag& tag : diff.after->tags()) {
         if (tag.id() == share.tag_id) {

@@ -2,6 +2,7 @@
 #include "tools/lib/measure.h"
 
 #include "absl/strings/str_cat.h"
+#include "tools/lib/domain.h"
 
 namespace retain::tool {
 
@@ -23,7 +24,8 @@ bool ParseMeasure(absl::string_view text, Measure* measure) {
 
 int64_t TrackedLiveBytes(const v1::Snapshot& snapshot, Measure measure) {
   int64_t tracked = 0;
-  for (const v1::KindTotals& totals : snapshot.totals()) {
+  for (const v1::KindTotals& totals : CountedTotals(snapshot)) {
+    if (IsDeviceKind(totals.kind())) continue;
     tracked += static_cast<int64_t>(MeasuredLiveBytes(totals, measure));
   }
   return tracked;

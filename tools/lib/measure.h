@@ -44,8 +44,8 @@ inline uint64_t MeasuredLiveBytes(const v1::KindTotals& totals, Measure measure)
                                        : totals.live_bytes();
 }
 
-// All live tracked bytes of a snapshot in `measure`, every kind (the trend's
-// "tracked (all kinds)" line).
+// All live tracked host bytes of a snapshot in `measure`, every host kind
+// (CountedTotals: device memory is a domain of its own, domain.h).
 int64_t TrackedLiveBytes(const v1::Snapshot& snapshot, Measure measure);
 
 // Allocated, resident and swapped bytes of something (a row, a total),

@@ -23,7 +23,7 @@ namespace retain::tool {
 
 // Calls visit(item, owner) for every item of `items` for which keep(item) is
 // true, in their order. Items are allocations of `snapshot` (Allocation rows,
-// e.g. FlattenAllocations(snapshot)) or anything else that names a stack, a
+// e.g. CountedAllocations(snapshot)) or anything else that names a stack, a
 // kind and a tag of it (members stack_id, kind, tag_id; a StackShare).
 // Owners are resolved only for the kept ones, so a filter also spares the
 // symbolizer.
@@ -42,7 +42,7 @@ void ForEachOwnedAllocationIf(const v1::Snapshot& snapshot, const Items& items,
 template <typename Visit>
 void ForEachOwnedAllocation(const v1::Snapshot& snapshot, OwnerResolver& owners, Visit&& visit) {
   ForEachOwnedAllocationIf(
-      snapshot, FlattenAllocations(snapshot), owners, [](const Allocation&) { return true; },
+      snapshot, CountedAllocations(snapshot), owners, [](const Allocation&) { return true; },
       std::forward<Visit>(visit));
 }
 

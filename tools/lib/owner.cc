@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tools/lib/domain.h"
 #include "tools/lib/snapshot_reader.h"
 
 namespace retain::tool {
@@ -290,6 +291,10 @@ Owner OwnerResolver::Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1
     case GroupBy::kCategory:
       owner.key = owner.display = owner.category.empty() ? "(uncategorized)" : owner.category;
       break;
+  }
+  if (IsDeviceKind(kind)) {
+    owner.domain = DomainName(kind);
+    absl::StrAppend(&owner.key, " @", owner.domain);
   }
   return owner;
 }

@@ -53,8 +53,11 @@ struct OwnerOptions {
 };
 
 struct Owner {
-  std::string key;       // what rows are grouped by
-  std::string display;   // how the row is shown
+  std::string key;      // what rows are grouped by
+  std::string display;  // how the row is shown
+  // "host", or the device domain of a device kind ("device:vulkan",
+  // domain.h). Part of the key: host and device bytes never share a row.
+  std::string domain = "host";
   std::string category;  // matching --rules category, or empty
   bool bounded = false;  // the category says it is a cache by design
   // For --by site: the call chain below the site (callers), outermost last.

@@ -16,11 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/kinds.h"
+#include "tools/lib/domain.h"
 #include "tools/lib/input_file.h"
 
 namespace retain::tool {
@@ -348,6 +350,63 @@ uint64_t SampledEstimate(uint64_t size, uint64_t interval) {
   return static_cast<uint64_t>(std::llround(static_cast<double>(size) / p));
 }
 
+namespace {
+
+// Folds each GPU row that Snapshot.gpu_backings says is made of host memory
+// and its host blocks' rows into one gpu-driver-host row (Allocation's
+// backs_kind). A link whose GPU row or host rows are gone (freed between
+// the shim's copies) joins what is there; one with neither changes nothing.
+void MergeGpuBackings(const v1::Snapshot& snapshot, std::vector<Allocation>& rows) {
+  absl::flat_hash_map<uint64_t, size_t> host_rows;  // address -> row
+  absl::flat_hash_map<std::pair<int, uint64_t>, size_t> gpu_rows;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].kind == v1::KIND_GPU_DRIVER_HOST) {
+      host_rows.emplace(rows[i].address, i);
+    } else if (rows[i].kind != v1::KIND_HEAP && rows[i].kind != v1::KIND_MMAP_ANON &&
+               rows[i].kind != v1::KIND_MMAP_FILE) {
+      gpu_rows.emplace(std::make_pair(static_cast<int>(rows[i].kind), rows[i].address), i);
+    }
+  }
+  std::vector<bool> gone(rows.size(), false);
+  bool merged = false;
+  for (const v1::GpuBacking& link : snapshot.gpu_backings()) {
+    auto gpu = gpu_rows.find(std::make_pair(static_cast<int>(link.kind()), link.handle()));
+    if (gpu == gpu_rows.end()) continue;
+    Allocation& row = rows[gpu->second];
+    if (row.backs_kind != v1::KIND_UNSPECIFIED) continue;  // a handle linked twice
+    bool any = false;
+    uint64_t resident = 0, swapped = 0, bytes = 0;
+    uint32_t blocks = 0;
+    for (uint64_t address : link.host_address()) {
+      auto host = host_rows.find(address);
+      if (host == host_rows.end() || gone[host->second]) continue;
+      const Allocation& block = rows[host->second];
+      resident += block.resident_bytes;
+      swapped += block.swapped_bytes;
+      bytes += block.size;
+      ++blocks;
+      gone[host->second] = true;
+      any = true;
+    }
+    if (!any) continue;
+    row.backs_kind = row.kind;
+    row.kind = v1::KIND_GPU_DRIVER_HOST;
+    row.resident_bytes = resident;
+    row.swapped_bytes = swapped;
+    row.backing_bytes = bytes;
+    row.backing_blocks = blocks;
+    merged = true;
+  }
+  if (!merged) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!gone[i]) rows[kept++] = rows[i];
+  }
+  rows.resize(kept);
+}
+
+}  // namespace
+
 std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
   // Only the malloc family is sampled (record/sampler.h in the shim).
   const uint64_t interval = snapshot.header().sample_interval_bytes();
@@ -395,6 +454,52 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
     }
   }
   return rows;
+}
+
+std::vector<Allocation> CountedAllocations(const v1::Snapshot& snapshot) {
+  std::vector<Allocation> rows = FlattenAllocations(snapshot);
+  if (snapshot.gpu_backings_size() > 0) MergeGpuBackings(snapshot, rows);
+  // Device memory is committed when it is allocated (domain.h): where
+  // residency was measured, its resident bytes are its size.
+  if (HasResidency(snapshot)) {
+    for (Allocation& row : rows) {
+      if (IsDeviceKind(row.kind)) row.resident_bytes = row.size;
+    }
+  }
+  return rows;
+}
+
+std::vector<v1::KindTotals> CountedTotals(const v1::Snapshot& snapshot) {
+  std::vector<v1::KindTotals> totals(snapshot.totals().begin(), snapshot.totals().end());
+  if (snapshot.gpu_backings_size() > 0) {
+    auto index_of = [&](v1::Kind kind) {
+      for (size_t i = 0; i < totals.size(); ++i) {
+        if (totals[i].kind() == kind) return i;
+      }
+      totals.emplace_back().set_kind(kind);
+      return totals.size() - 1;
+    };
+    auto minus = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
+    for (const Allocation& row : CountedAllocations(snapshot)) {
+      if (row.backs_kind == v1::KIND_UNSPECIFIED) continue;
+      const size_t host_at = index_of(v1::KIND_GPU_DRIVER_HOST);
+      const size_t device_at = index_of(row.backs_kind);
+      v1::KindTotals& device = totals[device_at];
+      device.set_live_bytes(minus(device.live_bytes(), row.size));
+      device.set_live_count(minus(device.live_count(), 1));
+      // The host blocks were counted by their sizes; the row counts its own.
+      v1::KindTotals& host = totals[host_at];
+      host.set_live_bytes(minus(host.live_bytes() + row.size, row.backing_bytes));
+      host.set_live_count(minus(host.live_count() + 1, row.backing_blocks));
+    }
+  }
+  // Device memory is committed when allocated: resident as allocated.
+  if (HasResidency(snapshot)) {
+    for (v1::KindTotals& t : totals) {
+      if (IsDeviceKind(t.kind())) t.set_resident_bytes(t.live_bytes());
+    }
+  }
+  return totals;
 }
 
 const v1::Stack* FindStack(const v1::Snapshot& snapshot, uint32_t id) {

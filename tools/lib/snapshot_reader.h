@@ -39,6 +39,13 @@ struct Allocation {
   uint32_t tag_id = 0;
   uint64_t flags = 0;
   v1::Attribution attribution = v1::ATTRIBUTION_NONE;  // how tag_id was chosen
+  // A GPU allocation made of host memory (Snapshot.gpu_backings), read as
+  // one row: kind KIND_GPU_DRIVER_HOST, the GPU row's address, size, stack,
+  // birth and tag, the resident and swapped bytes of its host blocks, and
+  // here the GPU kind it was recorded as; KIND_UNSPECIFIED for other rows.
+  v1::Kind backs_kind = v1::KIND_UNSPECIFIED;
+  uint64_t backing_bytes = 0;   // the host blocks' sizes (their rows are gone)
+  uint32_t backing_blocks = 0;  // how many there were
 };
 
 // The largest snapshot file read unless the caller allows more: 1 GiB. A
@@ -94,8 +101,15 @@ absl::StatusOr<v1::Snapshot> ParseSnapshot(absl::string_view bytes, absl::string
 uint32_t SnapshotCrc32(absl::string_view bytes);
 
 // All live allocations of all blocks, in block order (each block sorted by
-// address). Assumes a snapshot that ReadSnapshotFile/ParseSnapshot accepted.
+// address), as the shim wrote them. Assumes a snapshot that
+// ReadSnapshotFile/ParseSnapshot accepted.
 std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot);
+
+// The rows as retain-diff counts them (domain.h): FlattenAllocations, with
+// each GPU allocation made of host memory and its host blocks as one row
+// (Allocation.backs_kind), and device memory resident as allocated where
+// residency was measured.
+std::vector<Allocation> CountedAllocations(const v1::Snapshot& snapshot);
 
 // True when the shim measured the resident and swapped bytes of the rows and
 // totals (Header.residency_measured). Snapshots of older shims have only
@@ -117,6 +131,13 @@ const v1::Stack* FindStack(const v1::Snapshot& snapshot, uint32_t id);
 // String fields of a snapshot this reader returns are always valid UTF-8:
 // bytes that were not (raw paths, argv) are replaced with U+FFFD.
 size_t Utf8SequenceLength(absl::string_view text, size_t i);
+
+// The snapshot's per-kind totals counted as CountedAllocations counts rows:
+// a GPU allocation made of host memory moves from its GPU kind to
+// KIND_GPU_DRIVER_HOST at its GPU size (its host blocks leave that kind),
+// so device totals hold device memory only and nothing is counted twice;
+// with residency, device kinds are resident as allocated (domain.h).
+std::vector<v1::KindTotals> CountedTotals(const v1::Snapshot& snapshot);
 
 // Human-readable name of a kind (proto/kinds.h): "heap", "mmap-anon", "mmap-file",
 // "hip-device", ... ("unspecified" for 0, "kind-N" for unknown values).

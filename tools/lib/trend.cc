@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -11,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tools/lib/diff.h"
+#include "tools/lib/domain.h"
 #include "tools/lib/snapshot_reader.h"
 
 namespace retain::tool {
@@ -78,7 +80,7 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot, absl::string_view n
   // (stack id, kind, tag) -> row, for this snapshot.
   absl::flat_hash_map<std::tuple<uint32_t, int, uint32_t>, size_t> local;
   std::string key;
-  for (const Allocation& a : FlattenAllocations(snapshot)) {
+  for (const Allocation& a : CountedAllocations(snapshot)) {
     const uint32_t tag = by_tag ? a.tag_id : 0;
     auto [slot, fresh] =
         local.emplace(std::make_tuple(a.stack_id, static_cast<int>(a.kind), tag), 0);
@@ -133,10 +135,14 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot, absl::string_view n
   }
   // The tracked line: the shim's totals, but a sampled snapshot's heap
   // totals count the recorded bytes only: the estimate replaces them.
-  for (const v1::KindTotals& totals : snapshot.totals()) {
+  // Device memory is a line per domain of its own (domain.h), never added
+  // to the host's.
+  for (const v1::KindTotals& totals : CountedTotals(snapshot)) {
     if (interval != 0 && totals.kind() == v1::KIND_HEAP) continue;
-    column.tracked.allocated += static_cast<int64_t>(totals.live_bytes());
-    column.tracked.resident += static_cast<int64_t>(MeasuredLiveBytes(totals, Measure::kResident));
+    Measured& line =
+        IsDeviceKind(totals.kind()) ? column.devices[DomainName(totals.kind())] : column.tracked;
+    line.allocated += static_cast<int64_t>(totals.live_bytes());
+    line.resident += static_cast<int64_t>(MeasuredLiveBytes(totals, Measure::kResident));
   }
   column.tracked.allocated += sampled_heap.allocated;
   column.tracked.resident += sampled_heap.resident;
@@ -234,7 +240,7 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
 
   result.rss.owner.display = "VmRSS";
   result.anon.owner.display = "RssAnon+VmSwap";
-  result.tracked.owner.display = "tracked (all kinds)";
+  result.tracked.owner.display = "tracked (host)";
   for (size_t k = 0; k < n; ++k) {
     const v1::Snapshot& s = *result.snapshots[k];
     result.rss.live_bytes.push_back(static_cast<int64_t>(s.memory().vm_rss()));
@@ -249,6 +255,20 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
   fit_row(result.rss, kRssMinStep);
   fit_row(result.anon, kRssMinStep);
   fit_row(result.tracked);
+  std::set<std::string> domains;
+  for (const Column& column : columns_) {
+    for (const auto& [domain, line] : column.devices) domains.insert(domain);
+  }
+  for (const std::string& domain : domains) {
+    TrendRow& line = result.devices.emplace_back();
+    line.owner.display = absl::StrCat("tracked ", domain);
+    line.owner.domain = domain;
+    fill(line, [&](size_t c) -> const Measured& {
+      auto it = columns_[c].devices.find(domain);
+      return it == columns_[c].devices.end() ? none : it->second;
+    });
+    fit_row(line);
+  }
 
   std::stable_sort(result.rows.begin(), result.rows.end(),
                    [](const TrendRow& a, const TrendRow& b) {

@@ -17,6 +17,7 @@
 #define RETAIN_TOOLS_LIB_TREND_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,9 +62,12 @@ struct TrendResult {
   // tags), owned by `kept`.
   std::vector<const v1::Snapshot*> snapshots;
   std::vector<std::shared_ptr<const v1::Snapshot>> kept;
-  TrendRow rss;                // VmRSS
-  TrendRow anon;               // RssAnon + VmSwap
-  TrendRow tracked;            // all live tracked bytes, in the measure
+  TrendRow rss;      // VmRSS
+  TrendRow anon;     // RssAnon + VmSwap
+  TrendRow tracked;  // all live tracked host bytes, in the measure
+  // All live device memory per device domain ("tracked device:vulkan"),
+  // by domain name; apart from `tracked` (domain.h).
+  std::vector<TrendRow> devices;
   std::vector<TrendRow> rows;  // by growth, descending
 };
 
@@ -107,7 +111,8 @@ class TrendBuilder {
     uint64_t requests_at_trigger = 0;
     uint64_t requests_closed = 0;
     bool has_requests = false;
-    Measured tracked;
+    Measured tracked;                         // host kinds
+    std::map<std::string, Measured> devices;  // per device domain
   };
   OwnerResolver& owners_;
   const Measure requested_;

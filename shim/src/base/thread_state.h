@@ -29,6 +29,13 @@ struct ThreadState {
   // record/gpu_recorder.h): host allocations made meanwhile belong to the GPU
   // runtime or driver (Kind::kGpuDriverHost), not to the program's heap.
   uint32_t gpu_depth;
+  // Host blocks recorded as Kind::kGpuDriverHost inside the outermost GPU
+  // call so far (record/gpu_backing.h): up to four, the largest, by address
+  // and size, and the bytes of all of them.
+  uint32_t gpu_host_count;
+  uintptr_t gpu_host[4];
+  uint64_t gpu_host_size[4];
+  uint64_t gpu_host_bytes;
   // This thread's block of birth sequence numbers (record/birth_sequence.h).
   uint32_t birth_generation;
   uint32_t birth_thread;    // the thread id the block was taken for

@@ -85,6 +85,7 @@ void ForkChild() {
   ModuleTableResetInChild();
   SnapshotWriterResetInChild();
   TrimResetInChild();
+  GpuBackingResetInChild();
   g_thread.tid = 0;
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();

@@ -26,6 +26,7 @@ void RecordGpuAlloc(GpuApi api, uintptr_t handle, uint64_t size, Kind kind, uint
   LiveRecord record = NewRecord(handle, size, kind);
   record.flags = flags;
   GpuTable(api).Insert(record, Births());
+  LinkGpuBacking(static_cast<uint8_t>(api), kind, handle, size);
   errno = saved;
 }
 
@@ -35,11 +36,16 @@ bool TakeGpuRecord(GpuApi api, uintptr_t handle, LiveRecord* out) {
   return false;
 }
 
-void CompleteGpuFree(GpuApi api, const LiveRecord& record) { GpuTable(api).CountFreed(record); }
+void CompleteGpuFree(GpuApi api, const LiveRecord& record) {
+  GpuTable(api).CountFreed(record);
+  UnlinkGpuBacking(static_cast<uint8_t>(api), record.address);
+}
 void RestoreGpuRecord(GpuApi api, const LiveRecord& record) { GpuTable(api).Restore(record); }
 
 bool RemoveGpuRecordIfAny(GpuApi api, uintptr_t handle) {
-  return handle != 0 && GpuTable(api).Remove(handle);
+  if (handle == 0 || !GpuTable(api).Remove(handle)) return false;
+  UnlinkGpuBacking(static_cast<uint8_t>(api), handle);
+  return true;
 }
 
 uint64_t UnknownGpuFrees() { return g_unknown_gpu_frees.load(std::memory_order_relaxed); }

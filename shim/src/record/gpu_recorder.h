@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "base/thread_state.h"
+#include "record/gpu_backing.h"
 #include "record/kinds.h"
 #include "record/live_table.h"
 
@@ -41,7 +42,9 @@ LiveTable& GpuTable(GpuApi api);
 // Guards one intercepted GPU API call (allocation or release).
 class GpuCall {
  public:
-  GpuCall() : outermost_(g_thread.gpu_depth++ == 0 && g_thread.busy == 0) {}
+  GpuCall() : outermost_(g_thread.gpu_depth++ == 0 && g_thread.busy == 0) {
+    if (outermost_) BeginGpuHostNotes();
+  }
   ~GpuCall() { --g_thread.gpu_depth; }
   GpuCall(const GpuCall&) = delete;
   GpuCall& operator=(const GpuCall&) = delete;
@@ -56,7 +59,8 @@ class GpuCall {
 
 // Records a successful allocation of `size` bytes under `handle` (device
 // pointer or opaque handle, never 0). Captures the stack, thread, time and
-// request tag like a heap record. Preserves errno.
+// request tag like a heap record, and links the host blocks the driver took
+// inside the call when they back it (record/gpu_backing.h). Preserves errno.
 void RecordGpuAlloc(GpuApi api, uintptr_t handle, uint64_t size, Kind kind, uint16_t flags);
 
 // Removes the record of `handle`, copying it to *out for RestoreGpuRecord.

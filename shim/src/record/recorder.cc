@@ -12,6 +12,7 @@
 #include "base/hook_table.h"
 #include "base/process_info.h"
 #include "base/thread_state.h"
+#include "record/gpu_backing.h"
 #include "record/sampler.h"
 #include "record/tag_table.h"
 #include "unwind/stack_capture.h"
@@ -91,6 +92,9 @@ void RecordHeapAlloc(void* pointer, size_t size) {
     g_dropped_live_bytes.fetch_add(UsableSize(pointer), std::memory_order_relaxed);
     g_dropped_live_count.fetch_add(1, std::memory_order_relaxed);
   }
+  if (__builtin_expect(record.kind == Kind::kGpuDriverHost, 0)) {
+    NoteGpuHostBlock(record.address, size);
+  }
   errno = saved;
 }
 
@@ -162,6 +166,8 @@ void RecordMapping(void* address, size_t length, int prot, int flags, int fd, ui
   uint16_t unused_offset;  // the mapping keeps its own thread and time
   record.birth_sequence = g_births.Take(record.thread_id, record.birth_time_us, &unused_offset);
   ProgramMappings().Insert(record);
+  if (record.kind == Kind::kGpuDriverHost)
+    NoteGpuHostBlock(record.start, record.end - record.start);
 }
 
 void RecordUnmapping(void* address, size_t length) {

@@ -14,6 +14,7 @@
 #include "base/hook_table.h"
 #include "base/process_info.h"
 #include "proto/health_fields.h"
+#include "record/gpu_backing.h"
 #include "record/gpu_recorder.h"
 #include "record/live_tables.h"
 #include "record/recorder.h"
@@ -254,6 +255,31 @@ void EncodeTotals(ProtoBuffer& out, const KindCounters* counters,
   }
 }
 
+void EncodeGpuBackings(ProtoBuffer& out) {
+  // Links may be added meanwhile: room for all of them, up to the table's size.
+  size_t room = GpuBackingCount();
+  if (room == 0) return;
+  room = room + 64 < kMaxGpuBackings ? room + 64 : kMaxGpuBackings;
+  const size_t bytes = sizeof(GpuBacking) * room;
+  auto* links = static_cast<GpuBacking*>(MapScratchPages(bytes));
+  if (links == nullptr) return;  // the tools then count driver and device rows apart
+  const size_t count = CopyGpuBackings(links, room);
+  ProtoBuffer backing;
+  ProtoBuffer addresses;
+  for (size_t i = 0; i < count; ++i) {
+    const GpuBacking& link = links[i];
+    backing.Clear();
+    addresses.Clear();
+    backing.UintField(1, static_cast<uint64_t>(link.kind));
+    backing.UintField(2, link.handle);
+    for (uint8_t b = 0; b < link.count; ++b) addresses.Varint(link.host[b]);
+    backing.PackedField(3, addresses);
+    backing.UintField(4, link.host_bytes);
+    out.MessageField(9, backing);
+  }
+  UnmapScratchPages(links, bytes);
+}
+
 void EncodeHealth(ProtoBuffer& out, const TableCapture& capture, const WriterHistory& history) {
   MmapTable& mappings = ProgramMappings();
   mappings.Lock();
@@ -288,6 +314,7 @@ void EncodeHealth(ProtoBuffer& out, const TableCapture& capture, const WriterHis
   health.UintField(health_field::kStackTableBytes, StackTableBytes());
   health.UintField(health_field::kCfiFallbacks, CfiFallbacks());
   health.UintField(health_field::kLibunwindValidations, LibunwindValidations());
+  health.UintField(health_field::kGpuBackingsDropped, GpuBackingsDropped());
   const TagTableStats tags = GetTagTableStats();
   health.UintField(health_field::kTagTableBytes, tags.bytes);
   health.UintField(health_field::kTagsRetained, tags.retained);

@@ -179,6 +179,8 @@ bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& captu
                        ResidencyMeter& meter, ResidencyTotals& residency);
 bool EncodeStacks(Output& output, const IdSet& referenced);
 void EncodeTotals(ProtoBuffer& out, const KindCounters* counters, const ResidencyTotals& residency);
+// Snapshot.gpu_backings: which driver host blocks back which GPU record.
+void EncodeGpuBackings(ProtoBuffer& out);
 void EncodeHealth(ProtoBuffer& out, const TableCapture& capture, const WriterHistory& history);
 
 }  // namespace retain::shim
