@@ -49,6 +49,16 @@ void WriteToLog(const char* line, int length) {
   CloseShimFile(file);
 }
 
+// RETAIN_LOG's line: when logging is on, to its file or stderr.
+void LogToDestination(const char* format, va_list args) {
+  if (!g_enabled.load(std::memory_order_relaxed)) return;
+  int saved = errno;
+  char line[512];
+  const int length = FormatLine(line, format, args);
+  WriteToLog(line, length);
+  errno = saved;
+}
+
 }  // namespace
 
 void SetLogDestination(bool enabled, const char* path) {
@@ -73,27 +83,19 @@ void LogConfigError(const char* format, ...) {
 }
 
 void LogWarning(const char* format, ...) {
-  if (!g_enabled.load(std::memory_order_relaxed)) return;
-  int saved = errno;
-  char line[512];
   va_list args;
   va_start(args, format);
-  int length = FormatLine(line, format, args);
+  LogToDestination(format, args);
   va_end(args);
-  WriteToLog(line, length);
-  errno = saved;
 }
 
+// The same destination and gate as a warning: two names so call sites say
+// which they mean (a problem, or a diagnostic such as a write's timing).
 void LogDiagnostic(const char* format, ...) {
-  if (!g_enabled.load(std::memory_order_relaxed)) return;
-  int saved = errno;
-  char line[512];
   va_list args;
   va_start(args, format);
-  int length = FormatLine(line, format, args);
+  LogToDestination(format, args);
   va_end(args);
-  WriteToLog(line, length);
-  errno = saved;
 }
 
 void FinishConfigReport() {
