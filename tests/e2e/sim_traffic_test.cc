@@ -271,8 +271,11 @@ TEST(SimTrafficTest, OneRequestPerConnectionIsTheBaseline) {
   // Coalesced snapshots can see the next request's nodes: within 5 % as well.
   EXPECT_NEAR(trend.trie.bytes_per_request, kTrieBytesPerRequest, 0.05 * kTrieBytesPerRequest)
       << trend.text;
-  // Request n saves request n-1's state: full after request 5.
-  EXPECT_EQ(trend.cache.flat_from_request, 5) << trend.text;
+  // Request n saves request n-1's state: full after request 5. A snapshot
+  // counted at 4 whose write let the next connection's request run (and
+  // save) before the capture reads full one request early: 4 or 5.
+  EXPECT_GE(trend.cache.flat_from_request, 4) << trend.text;
+  EXPECT_LE(trend.cache.flat_from_request, 5) << trend.text;
 }
 
 TEST(SimTrafficTest, KeepAliveClientCountsEachRequestOnce) {
