@@ -28,7 +28,9 @@ ABSL_FLAG(int, top, 20, "owners to show (0: all)");
 ABSL_FLAG(int, depth, 4, "callers shown under each site (--by site)");
 ABSL_FLAG(std::vector<std::string>, skip, {},
           "more frames to skip when finding the site (regexes)");
-ABSL_FLAG(std::string, rules, "", "category rules file (protobuf text format, proto/rules.proto)");
+ABSL_FLAG(std::string, rules, "",
+          "category rules files, comma-separated, one list in order (protobuf text format, "
+          "proto/rules.proto)");
 ABSL_FLAG(bool, trend, false, "growth per request over 3 or more snapshots of one process");
 ABSL_FLAG(bool, json, false, "print JSON (schema: docs/retain-diff.md)");
 ABSL_FLAG(bool, folded, false, "print folded stacks (flamegraph.pl, speedscope, inferno)");

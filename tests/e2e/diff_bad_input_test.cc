@@ -226,6 +226,32 @@ TEST_F(DiffBadInputTest, StandardInput) {
   ExpectRejected({"--rules=-", "-"}, "standard input (-) can be read once");
 }
 
+// --rules takes several files, comma-separated: one list in the order
+// given (the first category that matches wins, across files); a missing or
+// bad one is named and nothing is printed.
+TEST_F(DiffBadInputTest, SeveralRulesFilesAreOneListInOrder) {
+  const std::string leak = WriteFile(dir_.path() + "/leak.textproto",
+                                     "category { name: \"leak\" frame: \"LeakyTrieInsert\" }\n");
+  const std::string any =
+      WriteFile(dir_.path() + "/any.textproto", "category { name: \"anything\" frame: \".\" }\n");
+  const RunResult first =
+      RunDiff({"--json", "--by=category", "--top=0", "--rules=" + leak + "," + any, Real()});
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  const Json leak_first = ParseJson(first.stdout_data);
+  ASSERT_TRUE(leak_first.ok) << leak_first.error;
+  EXPECT_GE(leak_first.FindRow("rows", "owner.key", "leak"), 0) << first.stdout_data;
+  EXPECT_GE(leak_first.FindRow("rows", "owner.key", "anything"), 0) << first.stdout_data;
+  const RunResult second =
+      RunDiff({"--json", "--by=category", "--top=0", "--rules=" + any + "," + leak, Real()});
+  ASSERT_EQ(second.exit_code, 0) << Describe(second);
+  const Json any_first = ParseJson(second.stdout_data);
+  ASSERT_TRUE(any_first.ok) << any_first.error;
+  EXPECT_EQ(any_first.FindRow("rows", "owner.key", "leak"), -1) << second.stdout_data;
+  EXPECT_EQ(any_first.Size("rows"), 1u) << second.stdout_data;
+  ExpectRejected({"--rules=" + leak + "," + dir_.path() + "/missing.textproto", Real()},
+                 "missing.textproto");
+}
+
 // A snapshot cut where a top-level field ends is a well-formed but shorter
 // message: cut before the allocations it reads as a process with nothing
 // live. The design's failure rules still call it truncated input: every

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tools/lib/byte_size.h"
 #include "tools/lib/cli.h"
@@ -84,7 +85,9 @@ absl::StatusOr<DiffPlan> PlanDiffCommand(const DiffCommand& command) {
                                  : DiffOutput::kTable;
   // Before anything reads: --rules - reads standard input too.
   std::vector<std::string> inputs = command.paths;
-  inputs.push_back(command.rules);
+  for (absl::string_view rules : absl::StrSplit(command.rules, ',', absl::SkipEmpty())) {
+    inputs.emplace_back(rules);
+  }
   if (absl::Status once = CheckStdinOnce(inputs); !once.ok()) return once;
   return plan;
 }
@@ -145,10 +148,12 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
   OwnerOptions owner_options;
   owner_options.by = plan->by;
   v1::Rules rules;
-  if (!command.rules.empty()) {
-    absl::StatusOr<v1::Rules> loaded = LoadRules(command.rules);
+  // Several files (comma-separated) are one list, in the order given: the
+  // first category that matches wins, across files as within one.
+  for (absl::string_view path : absl::StrSplit(command.rules, ',', absl::SkipEmpty())) {
+    absl::StatusOr<v1::Rules> loaded = LoadRules(std::string(path));
     if (!loaded.ok()) return loaded.status();
-    rules = *std::move(loaded);
+    rules.MergeFrom(*loaded);
     owner_options.rules = &rules;
   }
   owner_options.extra_skip = command.skip;

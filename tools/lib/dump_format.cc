@@ -194,6 +194,8 @@ std::string TriggerName(v1::Trigger trigger) {
       return "every-n-requests";
     case v1::TRIGGER_INTERVAL:
       return "interval";
+    case v1::TRIGGER_STOP_SIGNAL:
+      return "stop-signal";
     default:
       return absl::StrCat("trigger-", static_cast<int>(trigger));
   }

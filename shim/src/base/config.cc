@@ -68,6 +68,18 @@ void LoadDir(Config* config) {
   }
 }
 
+// An on/off switch that is on unless set to off (or 0); anything else but
+// on (or 1) gets a configuration error and stays on.
+bool ReadOnOff(const char* name) {
+  const char* text = getenv(name);
+  if (text == nullptr || *text == '\0') return true;
+  if (strcasecmp(text, "off") == 0 || strcmp(text, "0") == 0) return false;
+  if (strcasecmp(text, "on") != 0 && strcmp(text, "1") != 0) {
+    LogConfigError("%s='%.64s' is not on or off; using on", name, text);
+  }
+  return true;
+}
+
 }  // namespace
 
 bool ParseByteSize(const char* text, uint64_t* bytes) {
@@ -268,22 +280,9 @@ void LoadConfig(Config* config) {
     }
   }
 
-  config->http = true;
-  if (const char* text = getenv("RETAIN_HTTP"); text != nullptr && *text != '\0') {
-    if (strcasecmp(text, "off") == 0 || strcmp(text, "0") == 0) {
-      config->http = false;
-    } else if (strcasecmp(text, "on") != 0 && strcmp(text, "1") != 0) {
-      LogConfigError("RETAIN_HTTP='%.64s' is not on or off; using on", text);
-    }
-  }
-  config->vulkan = true;
-  if (const char* text = getenv("RETAIN_VULKAN"); text != nullptr && *text != '\0') {
-    if (strcasecmp(text, "off") == 0 || strcmp(text, "0") == 0) {
-      config->vulkan = false;
-    } else if (strcasecmp(text, "on") != 0 && strcmp(text, "1") != 0) {
-      LogConfigError("RETAIN_VULKAN='%.64s' is not on or off; using on", text);
-    }
-  }
+  config->http = ReadOnOff("RETAIN_HTTP");
+  config->vulkan = ReadOnOff("RETAIN_VULKAN");
+  config->go_signals = ReadOnOff("RETAIN_GO_SIGNALS");
   config->http_paths[0] = '\0';
   if (const char* text = getenv("RETAIN_HTTP_PATHS"); text != nullptr) {
     if (strlen(text) >= sizeof(config->http_paths)) {

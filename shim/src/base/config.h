@@ -36,6 +36,10 @@ struct Config {
   char http_paths[1024];
   // RETAIN_VULKAN: the Vulkan layer (gpu/vulkan_manifest.h); on by default.
   bool vulkan;
+  // RETAIN_GO_SIGNALS: in a Go program, chain the snapshot signal and the
+  // stop signals with the Go runtime's handlers (snapshot/signal_chain.h);
+  // on by default.
+  bool go_signals;
   // RETAIN_SNAPSHOT_EVERY: a snapshot after every Nth request ends; 0 = off.
   uint64_t snapshot_every;
   // RETAIN_SAMPLE: mean bytes between sampled heap allocations (record/sampler.h);

@@ -83,7 +83,8 @@
   X(nanosleep)                  \
   X(clock_nanosleep)            \
   X(usleep)                     \
-  X(sleep)
+  X(sleep)                      \
+  X(sigaction)
 #endif  // __APPLE__
 
 namespace retain::shim {

@@ -6,6 +6,7 @@
 
 #include "base/arena.h"
 #include "base/config.h"
+#include "base/go_runtime.h"
 #include "base/hook_table.h"
 #include "base/init_state.h"
 #include "base/log.h"
@@ -162,6 +163,7 @@ bool InitializeShim() {
       LogWarning("cannot set up RETAIN_SAMPLE's filter; recording every allocation");
     }
     InitProcessInfo();
+    DetectGoProgram();
     RefreshModules();  // the shim's own code range, for dropping its frames
     LoadEarlyUnwinder();
     --g_thread.busy;

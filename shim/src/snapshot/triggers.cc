@@ -2,6 +2,7 @@
 #include "snapshot/triggers.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -11,12 +12,14 @@
 #include <unistd.h>
 
 #include "base/config.h"
+#include "base/go_runtime.h"
 #include "base/log.h"
 #include "base/thread_state.h"
 #include "base/threads.h"
 #include "record/tag_compaction.h"
 #include "record/tag_table.h"
 #include "snapshot/request_events.h"
+#include "snapshot/signal_chain.h"
 #include "snapshot/writer.h"
 
 namespace retain::shim {
@@ -33,6 +36,21 @@ std::atomic<uint32_t> g_pending_signal_snapshots;
 // ClosedTagCount() when the newest pending signal arrived.
 std::atomic<uint64_t> g_signal_requests_at_trigger;
 std::atomic<bool> g_exit_written;
+// Stop snapshots (snapshot/signal_chain.h): asked for by a handler
+// (g_stop_asked counts the requests), written by the service thread, which
+// then sets g_stop_written to the count it covered and wakes the waiters
+// (a futex word).
+std::atomic<uint32_t> g_stop_asked;
+std::atomic<uint32_t> g_stop_written;
+std::atomic<const char*> g_stop_label;
+
+void WritePendingStopSnapshot() {
+  uint32_t asked = g_stop_asked.load(std::memory_order_acquire);
+  if (asked == g_stop_written.load(std::memory_order_acquire)) return;
+  WriteSnapshot(Trigger::kStopSignal, g_stop_label.load(std::memory_order_acquire), nullptr, 0);
+  g_stop_written.store(asked, std::memory_order_release);
+  syscall(SYS_futex, &g_stop_written, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
 
 void WritePendingSignalSnapshots() {
   uint32_t pending = g_pending_signal_snapshots.load(std::memory_order_acquire);
@@ -53,6 +71,7 @@ void* ServiceThreadMain(void*) {
   g_thread.busy = 1;
   g_service_running.store(true, std::memory_order_seq_cst);
   for (;;) {
+    WritePendingStopSnapshot();  // first: a handler is waiting for it
     WritePendingSignalSnapshots();
     WriteQueuedRequestSnapshot();
     if (TagCompactionDue()) CompactTags();
@@ -67,18 +86,7 @@ void* ServiceThreadMain(void*) {
   return nullptr;
 }
 
-void OnSnapshotSignal(int) {
-  int saved = errno;
-  ++g_thread.snapshot_signals;
-  g_signal_requests_at_trigger.store(ClosedTagCount(), std::memory_order_release);
-  g_pending_signal_snapshots.fetch_add(1, std::memory_order_acq_rel);
-  if (g_service_running.load(std::memory_order_seq_cst)) {
-    sem_post(&g_wakeup);
-  } else {
-    g_service_thread_wanted.store(true, std::memory_order_release);
-  }
-  errno = saved;
-}
+void OnSnapshotSignal(int) { NoteSnapshotSignal(); }
 
 // The kernel's struct for rt_sigaction (glibc's hides the signals it
 // reserves for itself).
@@ -91,9 +99,63 @@ struct KernelSigaction {
 
 }  // namespace
 
+void NoteSnapshotSignal() {
+  int saved = errno;
+  ++g_thread.snapshot_signals;
+  g_signal_requests_at_trigger.store(ClosedTagCount(), std::memory_order_release);
+  g_pending_signal_snapshots.fetch_add(1, std::memory_order_acq_rel);
+  if (g_service_running.load(std::memory_order_seq_cst)) {
+    sem_post(&g_wakeup);
+  } else {
+    g_service_thread_wanted.store(true, std::memory_order_release);
+  }
+  errno = saved;
+}
+
+bool WriteStopSnapshotFromHandler(const char* label) {
+  int saved = errno;
+  g_stop_label.store(label, std::memory_order_release);
+  uint32_t ticket = g_stop_asked.fetch_add(1, std::memory_order_acq_rel) + 1;
+  bool written = false;
+  // The writer may need what this thread holds when the signal came in
+  // the middle of the shim's own code: then only ask.
+  if (g_service_running.load(std::memory_order_seq_cst) && g_thread.busy == 0) {
+    sem_post(&g_wakeup);
+    timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += kStopSnapshotWaitSeconds;
+    for (;;) {
+      uint32_t done = g_stop_written.load(std::memory_order_acquire);
+      if (static_cast<int32_t>(done - ticket) >= 0) {
+        written = true;
+        break;
+      }
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      int64_t left_ns =
+          (deadline.tv_sec - now.tv_sec) * 1000000000LL + (deadline.tv_nsec - now.tv_nsec);
+      if (left_ns <= 0) break;
+      timespec wait = {static_cast<time_t>(left_ns / 1000000000LL),
+                       static_cast<long>(left_ns % 1000000000LL)};
+      syscall(SYS_futex, &g_stop_written, FUTEX_WAIT_PRIVATE, done, &wait, nullptr, 0);
+    }
+  } else if (g_service_running.load(std::memory_order_seq_cst)) {
+    sem_post(&g_wakeup);
+  }
+  errno = saved;
+  return written;
+}
+
 void InstallSnapshotTriggers() {
   sem_init(&g_wakeup, 0, 0);
   int signal_number = GetConfig().snapshot_signal;
+  if (ProgramIsGo() && GetConfig().go_signals) {
+    // Go's runtime replaces handlers through sigaction: chain with it. The
+    // service thread is wanted either way: a stop signal's snapshot needs it.
+    if (InstallSignalChain(signal_number)) g_triggers_installed.store(true);
+    g_service_thread_wanted.store(true, std::memory_order_release);
+    return;
+  }
   if (signal_number == 0) return;
   struct sigaction current;
   if (sigaction(signal_number, nullptr, &current) != 0) return;
@@ -171,6 +233,7 @@ void SnapshotTriggersResetInChild() {
   g_service_started.store(false);
   g_exit_written.store(false);
   g_pending_signal_snapshots.store(0);  // the parent's requests, not ours
+  g_stop_written.store(g_stop_asked.load());
   RequestEventsResetInChild();
   g_service_thread_wanted.store(g_triggers_installed.load());
 }

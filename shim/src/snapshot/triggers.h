@@ -25,8 +25,21 @@ namespace retain::shim {
 
 // From the constructor: installs the signal handler (unless the signal is
 // ignored or already handled, which the host decided) and allows the
-// service thread to start.
+// service thread to start. In a Go program, chains the snapshot signal and
+// the stop signals with the Go runtime's handlers (snapshot/signal_chain.h).
 void InstallSnapshotTriggers();
+
+// From the snapshot signal's handler: asks the service thread for a
+// snapshot. Async-signal-safe.
+void NoteSnapshotSignal();
+
+// From a stop signal's handler (snapshot/signal_chain.h): asks the service
+// thread for the stop snapshot (Trigger::kStopSignal, `label`, a string that
+// lives forever) and waits until it is written, at most
+// kStopSnapshotWaitSeconds; only asks, without waiting, when this thread was
+// inside the shim (the writer could need what it holds) or the service
+// thread is not running. Returns true when it was written. Async-signal-safe.
+bool WriteStopSnapshotFromHandler(const char* label);
 
 // From a hook (guard held): starts the service thread if it is wanted and
 // not running. Cheap when it is running: one relaxed load.

@@ -32,6 +32,7 @@ enum class Trigger : uint32_t {
   kControl = 4,
   kEveryNRequests = 5,
   kInterval = 6,
+  kStopSignal = 7,
 };
 
 // Writes one snapshot. `label` may be null. `requests_at_trigger` is the

@@ -1,0 +1,3 @@
+module retain.example/ollama-runner-sim
+
+go 1.19
