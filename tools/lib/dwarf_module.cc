@@ -332,7 +332,7 @@ class DebugModule final : public DwarfModule {
   // libdw 0.188 does not fall back by itself).
   Dwarf_Die* FindCu(uint64_t pc, Dwarf_Addr* bias) {
     Dwarf_Die* cu_die = dwfl_module_addrdie(mod_, pc, bias);
-    if (cu_die != nullptr) return cu_die;
+    if (cu_die != nullptr && CuCovers(cu_die, pc - *bias)) return cu_die;
     if (!cu_ranges_loaded_) LoadCuRanges();
     *bias = cu_bias_;
     const Dwarf_Addr dwarf_pc = pc - cu_bias_;
@@ -343,6 +343,26 @@ class DebugModule final : public DwarfModule {
       if (dwarf_pc < it->high) return &it->die;
     }
     return nullptr;
+  }
+
+  // Whether the unit libdwfl chose really holds `dwarf_pc`. libdwfl
+  // (0.188, libdwfl/cu.c addrarange) takes the arange that starts last at
+  // or before the address without checking where it ends, as if the aranges
+  // covered the text without gaps. In a cgo program only the C units have
+  // aranges (Go's linker writes none for Go code), so every Go address got
+  // the C unit before it (runtime/cgo's gcc_mmap.c) and that unit's last
+  // line ("gcc_mmap.c:37"). Asked of the unit's own ranges, else of the
+  // aranges with their lengths (a unit that names no ranges of its own).
+  bool CuCovers(Dwarf_Die* cu_die, Dwarf_Addr dwarf_pc) {
+    if (dwarf_haspc(cu_die, dwarf_pc) > 0) return true;
+    Dwarf_Aranges* aranges = nullptr;
+    size_t count = 0;
+    Dwarf* dwarf = cu_die->cu != nullptr ? dwarf_cu_getdwarf(cu_die->cu) : nullptr;
+    if (dwarf == nullptr || dwarf_getaranges(dwarf, &aranges, &count) != 0) return false;
+    Dwarf_Arange* arange = dwarf_getarange_addr(aranges, dwarf_pc);
+    Dwarf_Off offset = 0;
+    return arange != nullptr && dwarf_getarangeinfo(arange, nullptr, nullptr, &offset) == 0 &&
+           offset == dwarf_dieoffset(cu_die);
   }
 
   void LoadCuRanges() {
