@@ -25,6 +25,14 @@
 // report failure, and the caller captures that stack with libunwind instead,
 // so stacks are exactly libunwind's either way.
 //
+// One exception: code without unwind information in a Go module (a cgo
+// program; unwind/go_runtime.h). Go's linker writes no .eh_frame, so a C
+// function called from Go returns into code no rule covers: there the walk
+// goes on by go_stack's rules (unwind/go_stack.h), through the goroutine's
+// frames by their frame pointers, and back to this walker for the C code of
+// a callback's caller. Programs without Go pay nothing for it: the check is
+// folded into the test for the other answers that are not rules.
+//
 // Thread-safe, but one walk must not interrupt another on the same thread
 // (a signal handler): they would share the thread's memo; the shim's
 // re-entry guard sees to that. Never allocates from the host heap, takes no
@@ -63,6 +71,14 @@ inline UnwindRegisters CallerOfFrame(const uintptr_t* fp) {
 // cannot be walked here: the caller must use another unwinder.
 int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, uintptr_t* frames,
               int max);
+
+// A walk by other means (frame pointers) reached `regs` (regs.ip already
+// written at frames[count - 1]) and cannot go on from there: when regs.ip
+// returns into a Go module's cgo code, walks on through the Go frames (and
+// callbacks' C callers) into frames[count..max) and returns the new count;
+// else -1.
+int ContinueIntoGo(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high,
+                   uintptr_t* frames, int count, int max);
 
 // Forgets every cached rule. Call after an object was unloaded: another one
 // may be loaded at the same addresses.

@@ -10,6 +10,7 @@
 #include "base/real_dlsym.h"
 #include "base/thread_state.h"
 #include "unwind/cfi_unwinder.h"
+#include "unwind/go_runtime.h"
 #include "unwind/libunwind_isolation.h"
 #include "unwind/module_table.h"
 #include "unwind/stack_table.h"
@@ -113,7 +114,13 @@ __attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
     frames[count++] = ret;
     if (next == 0) break;                           // outermost frame
     if (kind == CodeKind::kNoFramePointers) break;  // a runtime's entry frame: chain ends here
-    if (next <= fp || next + 16 > high || (next & 7) != 0) return -1;
+    if (next <= fp || next + 16 > high || (next & 7) != 0) {
+      // C code called from Go returns into Go's cgo code, whose frames are
+      // on the goroutine's stack: go_stack walks on there (-1 otherwise).
+      if (GoModulesRegistered())
+        return ContinueIntoGo({ret, fp + 16, next}, low, high, frames, count, max);
+      return -1;
+    }
     fp = next;
   }
   return count;
@@ -144,6 +151,18 @@ __attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max) {
   return -1;
 }
 
+// RETAIN_UNWIND=libunwind in a Go program: libunwind's stack ended in Go
+// code (Go has no .eh_frame; libunwind stops at asmcgocall). The CFI walker
+// knows how to go on there (unwind/go_stack.h): its stack is taken when it
+// can walk this one. Costs a second walk, only on such stacks.
+__attribute__((noinline, cold)) int RewalkThroughGo(uintptr_t* frames, int count, int cfi_max) {
+  uintptr_t walked[kMaxDepth + kCaptureSlack];
+  const int walked_count = CaptureByCfi(walked, cfi_max);
+  if (walked_count <= 0) return count;
+  for (int i = 0; i < walked_count; ++i) frames[i] = walked[i];
+  return walked_count;
+}
+
 __attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
   const UnwindMode mode = GetConfig().unwind;
   // CFI walks hold no shim frames: depth + 1 of them show a truncation.
@@ -171,7 +190,12 @@ __attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
     }
     if (g_unw_backtrace == nullptr) return 0;
   }
-  return g_unw_backtrace(reinterpret_cast<void**>(frames), max);
+  const int count = g_unw_backtrace(reinterpret_cast<void**>(frames), max);
+  if (mode == UnwindMode::kLibunwind && GoModulesRegistered() && count > 0 &&
+      FindGoModule(frames[count - 1]) != nullptr) {
+    return RewalkThroughGo(frames, count, cfi_max);
+  }
+  return count;
 }
 
 }  // namespace
