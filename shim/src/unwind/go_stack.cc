@@ -8,8 +8,6 @@
 
 #include <atomic>
 
-#include "base/process_info.h"
-
 namespace retain::shim {
 namespace {
 
@@ -27,7 +25,9 @@ bool KernelRead(uintptr_t address, void* out, size_t size) {
   const int saved_errno = errno;
   iovec local{out, size};
   iovec remote{reinterpret_cast<void*>(address), size};
-  const long copied = syscall(SYS_process_vm_readv, Pid(), &local, 1, &remote, 1, 0);
+  // getpid each time (rare: once per g, or per page of a stack reached
+  // without its g): right in any child, before any initialisation.
+  const long copied = syscall(SYS_process_vm_readv, syscall(SYS_getpid), &local, 1, &remote, 1, 0);
   errno = saved_errno;
   return copied == static_cast<long>(size);
 }
@@ -70,6 +70,12 @@ class GoWalker {
         if (!EnterCallerOnThreadStack(at, &bp)) return result_;
         break;
       case GoEntry::kGoFrame:
+        if (SwitchesToGoroutine(at.ip)) {
+          // A walk by frame pointers stops at the switch itself (the next
+          // frame pointer leaves the thread's stack): the goroutine's.
+          EnterUnboundedGoroutine(bp);
+          break;
+        }
         // The Go function's frame lies above the C function it called.
         if (bp < at.sp) return result_;
         break;
@@ -83,6 +89,19 @@ class GoWalker {
   bool Emit(uintptr_t ip) {
     frames_[result_.count++] = ip;
     return result_.count < max_;
+  }
+
+  // A return into the runtime's switch from a goroutine's stack to the
+  // thread's: the frame pointer saved above it is the goroutine's.
+  bool SwitchesToGoroutine(uintptr_t ret) const {
+    return module_.systemstack.HoldsReturn(ret) || module_.mcall.HoldsReturn(ret) ||
+           module_.morestack.HoldsReturn(ret);
+  }
+
+  void EnterUnboundedGoroutine(uintptr_t bp) {
+    on_thread_ = false;
+    unbounded_ = true;
+    unbounded_from_ = bp;
   }
 
   bool InThread(uintptr_t address, uintptr_t size) const {
@@ -175,13 +194,10 @@ class GoWalker {
         bp = next;
         continue;
       }
-      if (on_thread_ && (module_.systemstack.HoldsReturn(ret) || module_.mcall.HoldsReturn(ret) ||
-                         module_.morestack.HoldsReturn(ret))) {
+      if (on_thread_ && SwitchesToGoroutine(ret)) {
         // The function the runtime called on the thread's stack saved the
         // goroutine's frame pointer.
-        on_thread_ = false;
-        unbounded_ = true;
-        unbounded_from_ = next;
+        EnterUnboundedGoroutine(next);
         bp = next;
         continue;
       }
