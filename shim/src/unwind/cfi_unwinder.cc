@@ -503,7 +503,7 @@ class Walk {
   MemoFrame kept_frames_[kMemoFrames];
   int kept_ = 0;
   uint64_t go_rule_ = 0;
-  UnwindRegisters go_at_{};
+  UnwindRegisters go_at_;  // set with go_rule_
 };
 
 ReturnKind ClassifyForGo(uintptr_t return_address) {
@@ -563,50 +563,33 @@ int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, u
   if (cache == nullptr) return -1;
   if (regs.sp < stack_low || regs.sp >= stack_high || (regs.sp & 7) != 0) return -1;
   WalkMemo* memo = ThreadMemo(stack_high);
-  int count;
-  uint64_t go_rule;
-  UnwindRegisters go_at;
   if (memo == nullptr) {
     // No slot for this thread: walk with an empty memo on the stack (not
     // kept afterwards). Only its header is read while empty.
     WalkMemo scratch;
     scratch.count = 0;
     Walk walk{cache, &scratch, stack_low, stack_high, frames, max};
-    count = walk.Run(regs);
-    go_rule = walk.go_rule();
-    go_at = walk.go_at();
-  } else {
-    Walk walk{cache, memo, stack_low, stack_high, frames, max};
-    count = walk.Run(regs);
-    go_rule = walk.go_rule();
-    go_at = walk.go_at();
+    const int count = walk.Run(regs);
+    if (__builtin_expect(walk.go_rule() != 0, 0)) {
+      return WalkThroughGo(cache, walk.go_rule(), walk.go_at(), stack_low, stack_high, frames,
+                           count, max);
+    }
+    return count;
   }
-  if (go_rule == 0 || count <= 0) return count;
-  return WalkThroughGo(cache, go_rule, go_at, stack_low, stack_high, frames, count, max);
+  Walk walk{cache, memo, stack_low, stack_high, frames, max};
+  const int count = walk.Run(regs);
+  // Stopped at Go code (a cgo program): the one branch programs without Go
+  // pay, per walk.
+  if (__builtin_expect(walk.go_rule() != 0, 0)) {
+    return WalkThroughGo(cache, walk.go_rule(), walk.go_at(), stack_low, stack_high, frames, count,
+                         max);
+  }
+  return count;
 #else
   (void)regs;
   (void)stack_low;
   (void)stack_high;
   (void)frames;
-  (void)max;
-  return -1;
-#endif
-}
-
-int ContinueIntoGo(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high,
-                   uintptr_t* frames, int count, int max) {
-#if defined(__x86_64__)
-  uint64_t* cache = Cache();
-  if (cache == nullptr || count <= 0 || count >= max) return -1;
-  const uint64_t rule = LookUp(cache, regs.ip);
-  if ((rule & kOffsetBits) != 0 || rule == kOutermostRule || rule == kFallbackRule) return -1;
-  return WalkThroughGo(cache, rule, regs, stack_low, stack_high, frames, count, max);
-#else
-  (void)regs;
-  (void)stack_low;
-  (void)stack_high;
-  (void)frames;
-  (void)count;
   (void)max;
   return -1;
 #endif

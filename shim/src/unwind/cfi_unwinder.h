@@ -72,14 +72,6 @@ inline UnwindRegisters CallerOfFrame(const uintptr_t* fp) {
 int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, uintptr_t* frames,
               int max);
 
-// A walk by other means (frame pointers) reached `regs` (regs.ip already
-// written at frames[count - 1]) and cannot go on from there: when regs.ip
-// returns into a Go module's cgo code, walks on through the Go frames (and
-// callbacks' C callers) into frames[count..max) and returns the new count;
-// else -1.
-int ContinueIntoGo(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high,
-                   uintptr_t* frames, int count, int max);
-
 // Forgets every cached rule. Call after an object was unloaded: another one
 // may be loaded at the same addresses.
 void CfiForgetRules();

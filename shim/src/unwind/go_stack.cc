@@ -70,12 +70,6 @@ class GoWalker {
         if (!EnterCallerOnThreadStack(at, &bp)) return result_;
         break;
       case GoEntry::kGoFrame:
-        if (SwitchesToGoroutine(at.ip)) {
-          // A walk by frame pointers stops at the switch itself (the next
-          // frame pointer leaves the thread's stack): the goroutine's.
-          EnterUnboundedGoroutine(bp);
-          break;
-        }
         // The Go function's frame lies above the C function it called.
         if (bp < at.sp) return result_;
         break;

@@ -114,13 +114,7 @@ __attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
     frames[count++] = ret;
     if (next == 0) break;                           // outermost frame
     if (kind == CodeKind::kNoFramePointers) break;  // a runtime's entry frame: chain ends here
-    if (next <= fp || next + 16 > high || (next & 7) != 0) {
-      // C code called from Go returns into Go's cgo code, whose frames are
-      // on the goroutine's stack: go_stack walks on there (-1 otherwise).
-      if (GoModulesRegistered())
-        return ContinueIntoGo({ret, fp + 16, next}, low, high, frames, count, max);
-      return -1;
-    }
+    if (next <= fp || next + 16 > high || (next & 7) != 0) return -1;
     fp = next;
   }
   return count;
@@ -155,7 +149,10 @@ __attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max) {
 // code (Go has no .eh_frame; libunwind stops at asmcgocall). The CFI walker
 // knows how to go on there (unwind/go_stack.h): its stack is taken when it
 // can walk this one. Costs a second walk, only on such stacks.
-__attribute__((noinline, cold)) int RewalkThroughGo(uintptr_t* frames, int count, int cfi_max) {
+__attribute__((noinline, cold)) int CaptureByLibunwindInGo(uintptr_t* frames, int max,
+                                                           int cfi_max) {
+  const int count = g_unw_backtrace(reinterpret_cast<void**>(frames), max);
+  if (count <= 0 || FindGoModule(frames[count - 1]) == nullptr) return count;
   uintptr_t walked[kMaxDepth + kCaptureSlack];
   const int walked_count = CaptureByCfi(walked, cfi_max);
   if (walked_count <= 0) return count;
@@ -190,12 +187,12 @@ __attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
     }
     if (g_unw_backtrace == nullptr) return 0;
   }
-  const int count = g_unw_backtrace(reinterpret_cast<void**>(frames), max);
-  if (mode == UnwindMode::kLibunwind && GoModulesRegistered() && count > 0 &&
-      FindGoModule(frames[count - 1]) != nullptr) {
-    return RewalkThroughGo(frames, count, cfi_max);
+  // A Go program's libunwind stacks may end in Go code: out of line, so
+  // that other programs pay one predictable branch.
+  if (__builtin_expect(GoModulesRegistered(), 0) && mode == UnwindMode::kLibunwind) {
+    return CaptureByLibunwindInGo(frames, max, cfi_max);
   }
-  return count;
+  return g_unw_backtrace(reinterpret_cast<void**>(frames), max);
 }
 
 }  // namespace

@@ -276,15 +276,6 @@ TEST_F(GoStackTest, SystemstackLeadsToTheGoroutine) {
   EXPECT_TRUE(Walk(GoEntry::kGoFrame, {GoCode(0), thread_.At(25), thread_.At(20)}).empty());
 }
 
-// A walk by frame pointers hands over at systemstack's return itself (the
-// next frame pointer is not on the thread's stack): the goroutine's.
-TEST_F(GoStackTest, AWalkCanEnterAtTheSwitch) {
-  goroutine_.Frame(200, goroutine_.At(210), GoCode(3));
-  goroutine_.Frame(210, 0, kGoexit + 1);
-  const UnwindRegisters at{kSystemstack + 0x12, thread_.At(42), goroutine_.At(200)};
-  EXPECT_EQ(Walk(GoEntry::kGoFrame, at), (std::vector<uintptr_t>{GoCode(3), kGoexit + 1}));
-}
-
 // asmcgocall on the thread's own stack (g0: a new thread's start, the
 // runtime's own C calls): the depth slot holds the caller's SP.
 TEST_F(GoStackTest, CgoCallOnTheThreadsStack) {
