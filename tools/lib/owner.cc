@@ -2,6 +2,7 @@
 #include "tools/lib/owner.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tools/lib/domain.h"
@@ -54,6 +55,15 @@ std::string ShortFunctionName(const std::string& name) {
 std::string BaseName(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Code cgo generated, by its file: the C function an exported Go function
+// is called through carries the Go function's own name, so only its file
+// (_cgo_export.c) tells it apart.
+bool IsCgoGenerated(const std::string& location) {
+  return absl::StartsWith(location, "_cgo_export.c:") ||
+         absl::StartsWith(location, "_cgo_gotypes.go:") ||
+         absl::StartsWith(location, "cgo-gcc-prolog:");
 }
 
 // One source-level frame of a stack, flattened (inlined frames included).
@@ -153,10 +163,29 @@ const std::vector<std::string>& DefaultSkipPatterns() {
   return *kPatterns;
 }
 
+const std::vector<std::string>& CgoPlumbingPatterns() {
+  static const std::vector<std::string>* const kPatterns = new std::vector<std::string>{
+      // The C wrappers cgo generates (_cgo_<hash>_Cfunc_f), its helpers and
+      // the C side of exported Go functions (_cgoexp_<hash>_f).
+      "^_cgo_", "^_cgoexp_",
+      // The Go wrappers of C functions (pkg._Cfunc_f, pkg._cgo_cmalloc).
+      "\\._Cfunc_", "\\._cgo_",
+      // The runtime's way into C and back (C calling Go: crosscall2 ->
+      // cgocallback), and onto the thread's stack for its own work.
+      "^crosscall2$", "^runtime\\.(asmcgocall|cgocall|cgocallback|systemstack|mcall|morestack)",
+      // The Go heap's own mappings go through runtime/cgo's mmap.
+      "^x_cgo_(mmap|munmap)$", "^runtime\\.callCgo", "^runtime\\.(mmap|munmap)(\\.func[0-9]+)?$"};
+  return *kPatterns;
+}
+
 absl::StatusOr<std::unique_ptr<OwnerResolver>> OwnerResolver::Create(Symbolizer& symbolizer,
                                                                      OwnerOptions options) {
   std::unique_ptr<OwnerResolver> resolver(new OwnerResolver(symbolizer, std::move(options)));
   std::vector<std::string> patterns = DefaultSkipPatterns();
+  for (const std::string& cgo : CgoPlumbingPatterns()) {
+    patterns.push_back(cgo);
+    resolver->cgo_skip_.emplace_back(cgo, kRuleRegexFlags);
+  }
   for (const std::string& extra : resolver->options_.extra_skip) patterns.push_back(extra);
   for (const std::string& pattern : patterns) {
     // Checked first: a pathological pattern overflows std::regex's stack.
@@ -197,6 +226,14 @@ bool OwnerResolver::IsPlumbing(const std::string& function) {
   return plumbing;
 }
 
+bool OwnerResolver::IsCgoPlumbing(const std::string& function, const std::string& location) const {
+  if (IsCgoGenerated(location)) return true;
+  for (const std::regex& pattern : cgo_skip_) {
+    if (std::regex_search(function, pattern)) return true;
+  }
+  return false;
+}
+
 const v1::Category* OwnerResolver::CategoryOf(const std::vector<std::string>& names) const {
   for (const CompiledCategory& category : categories_) {
     for (const std::string& name : names) {
@@ -229,7 +266,10 @@ Owner OwnerResolver::Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1
 
   // The site: the first frame that is not plumbing.
   size_t site = 0;
-  while (site < flat.size() && IsPlumbing(flat[site].function)) ++site;
+  while (site < flat.size() &&
+         (IsPlumbing(flat[site].function) || IsCgoGenerated(flat[site].location))) {
+    ++site;
+  }
   if (site == flat.size()) site = 0;  // all plumbing (or none): the innermost frame
 
   std::vector<std::string> names;
@@ -252,6 +292,9 @@ Owner OwnerResolver::Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1
              i < flat.size() &&
              owner.chain.size() < static_cast<size_t>(std::max(options_.chain_depth, 0));
              ++i) {
+          // The callers, without cgo's plumbing between C and Go (a call
+          // from Go to C takes five frames of it).
+          if (IsCgoPlumbing(flat[i].function, flat[i].location)) continue;
           owner.chain.push_back(flat[i].Display(true));
         }
       }

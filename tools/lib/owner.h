@@ -43,6 +43,11 @@ const char* GroupByName(GroupBy by);
 // Regexes (ECMAScript, searched anywhere in a function name) of frames that
 // are plumbing, not owners.
 const std::vector<std::string>& DefaultSkipPatterns();
+// The same for Go's cgo plumbing (docs/go.md), skipped too: cgo's C and Go
+// wrappers, the runtime's stack switches between Go and C, the Go heap's
+// mmap path. Also left out of a site's callers (Owner::chain). Frames of
+// cgo's generated files (_cgo_export.c, _cgo_gotypes.go) count as such.
+const std::vector<std::string>& CgoPlumbingPatterns();
 
 struct OwnerOptions {
   GroupBy by = GroupBy::kSite;
@@ -103,10 +108,12 @@ class OwnerResolver {
       : symbolizer_(symbolizer), options_(std::move(options)) {}
   Owner Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1::Kind kind, uint32_t tag_id);
   bool IsPlumbing(const std::string& function);
+  bool IsCgoPlumbing(const std::string& function, const std::string& location) const;
 
   Symbolizer& symbolizer_;
   OwnerOptions options_;
   std::vector<std::regex> skip_;
+  std::vector<std::regex> cgo_skip_;
   std::vector<CompiledCategory> categories_;
   absl::flat_hash_map<std::string, bool> plumbing_cache_;
   // Keyed by (snapshot address, stack id, kind, tag).

@@ -6,7 +6,6 @@
 
 #include "base/arena.h"
 #include "base/config.h"
-#include "base/go_runtime.h"
 #include "base/hook_table.h"
 #include "base/init_state.h"
 #include "base/log.h"
@@ -26,6 +25,7 @@
 #include "snapshot/triggers.h"
 #include "snapshot/trim.h"
 #include "snapshot/writer.h"
+#include "unwind/go_runtime.h"
 #include "unwind/module_table.h"
 #include "unwind/stack_capture.h"
 #include "unwind/stack_table.h"

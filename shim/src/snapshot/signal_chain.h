@@ -7,7 +7,7 @@
 // system call (os.Exit, main returning, or death by a signal after the
 // runtime's handler set SIG_DFL and raised it again). Without chaining, the
 // snapshot signal is taken over and ignored, and no exit snapshot is ever
-// written. So in a Go program (base/go_runtime.h; RETAIN_GO_SIGNALS=off to
+// written. So in a Go program (unwind/go_runtime.h; RETAIN_GO_SIGNALS=off to
 // not), for a few signals, the shim keeps the kernel's disposition for
 // itself and shows the program the disposition it asked for (sigaction's old
 // action is what the program set), running the program's handler after its

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "base/config.h"
-#include "base/go_runtime.h"
 #include "base/log.h"
 #include "base/thread_state.h"
 #include "base/threads.h"
@@ -21,6 +20,7 @@
 #include "snapshot/request_events.h"
 #include "snapshot/signal_chain.h"
 #include "snapshot/writer.h"
+#include "unwind/go_runtime.h"
 
 namespace retain::shim {
 

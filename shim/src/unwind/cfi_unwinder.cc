@@ -15,6 +15,8 @@
 #include "base/arena.h"
 #include "base/thread_state.h"
 #include "unwind/eh_frame.h"
+#include "unwind/go_runtime.h"
+#include "unwind/go_stack.h"
 
 namespace retain::shim {
 namespace {
@@ -26,8 +28,12 @@ namespace {
 //   bits 2-11   CFA offset / 8, 1..1023 (frames up to 8 KiB)
 //   bits 12-16  where the caller's rbp is: 0 = unchanged, k = at CFA - 8k
 // A CFA offset field of 0 is no real rule (the return address would be below
-// the stack pointer), so it marks the two answers that are not rules:
-// kFallbackRule and kOutermostRule. Rules that do not fit (odd or negative
+// the stack pointer), so it marks the answers that are not rules:
+// kFallbackRule, kOutermostRule, and the Go rules: code without unwind
+// information in a Go module (unwind/go_runtime.h), where the walk goes on
+// by go_stack's rules (kGoFrameRule; kGoCgoCallRule and
+// kGoCgoCallOnSystemStackRule: the return addresses of asmcgocall's C
+// calls). Rules that do not fit (odd or negative
 // offsets, bigger frames, rbp above the CFA) are stored as kFallbackRule:
 // libunwind handles those rare frames. Everything a hit needs is in one
 // 64-bit word, so entries are read and written with single relaxed atomic
@@ -43,6 +49,11 @@ constexpr int kSlotShift = 12;
 constexpr uint64_t kSlotMask = 0x1f;
 constexpr uint64_t kFallbackRule = kValidBit;
 constexpr uint64_t kOutermostRule = kValidBit | (uint64_t{1} << kSlotShift);
+constexpr uint64_t kGoFrameRule = kValidBit | (uint64_t{2} << kSlotShift);
+constexpr uint64_t kGoCgoCallRule = kValidBit | (uint64_t{3} << kSlotShift);
+constexpr uint64_t kGoCgoCallOnSystemStackRule = kValidBit | (uint64_t{4} << kSlotShift);
+// The offset field: 0 in every answer that is not a frame rule.
+constexpr uint64_t kOffsetBits = kOffsetMask << kOffsetShift;
 
 // 2^16 entries (512 KiB of address space; pages are only backed once
 // touched) in sets of 4 sharing a cache line: programs have thousands of hot
@@ -103,6 +114,16 @@ struct MissSearch {
   uint64_t rule;
 };
 
+// The rule of a return address no FDE covers: a Go rule when it lies in a
+// registered Go module, else the fallback.
+uint64_t RuleWithoutFde(uintptr_t ip) {
+  const GoModule* module = FindGoModule(ip);
+  if (module == nullptr) return kFallbackRule;
+  if (ip == module->cgo_call_return) return kGoCgoCallRule;
+  if (ip == module->cgo_call_return_on_system_stack) return kGoCgoCallOnSystemStackRule;
+  return kGoFrameRule;
+}
+
 // dl_iterate_phdr callback: when `info` is the object whose code holds the
 // call before search->ip, reads its rule and fills the cache entry. Both
 // happen here, under the loader's lock: the object cannot be unmapped while
@@ -121,6 +142,7 @@ int VisitObject(dl_phdr_info* info, size_t, void* data) {
     if (pc >= start && pc - start < phdr.p_memsz) contains = true;
   }
   if (!contains) return 0;
+  bool covered = false;  // an FDE covers pc
   if (eh_frame_hdr != nullptr) {
     const uintptr_t hdr = info->dlpi_addr + eh_frame_hdr->p_vaddr;
     for (int i = 0; i < info->dlpi_phnum; ++i) {
@@ -129,10 +151,13 @@ int VisitObject(dl_phdr_info* info, size_t, void* data) {
       const uintptr_t start = info->dlpi_addr + phdr.p_vaddr;
       if (hdr < start || hdr - start >= phdr.p_memsz) continue;
       const EhFrameSection section{hdr, start, start + phdr.p_memsz};
-      search->rule = PackRule(FindFrameRule(section, pc));
+      const FrameRule rule = FindFrameRule(section, pc);
+      covered = rule.kind != FrameRuleKind::kNoFde;
+      search->rule = PackRule(rule);
       break;
     }
   }
+  if (!covered) search->rule = RuleWithoutFde(search->ip);
   std::atomic_ref<uint64_t>(*search->entry)
       .store((static_cast<uint64_t>(search->ip) << kIpShift) | search->rule,
              std::memory_order_relaxed);
@@ -325,12 +350,19 @@ class Walk {
         break;
       }
       const uint64_t rule = LookUp(cache_, ip);
-      if (rule == kOutermostRule) {
-        Keep({ip, sp, bp, 0});
-        complete = true;
+      if ((rule & kOffsetBits) == 0) {  // not a frame rule
+        if (rule == kOutermostRule) {
+          Keep({ip, sp, bp, 0});
+          complete = true;
+          break;
+        }
+        if (rule == kFallbackRule) return -1;
+        // Go code: the caller walks on with go_stack from here.
+        Keep({ip, sp, bp, kStepUsesBp});  // a step not taken
+        go_rule_ = rule;
+        go_at_ = {ip, sp, bp};
         break;
       }
-      if (rule == kFallbackRule) return -1;
       const uintptr_t base = (rule & kRbpBaseBit) != 0 ? bp : sp;
       const uintptr_t cfa = base + ((rule >> kOffsetShift) & kOffsetMask) * 8;
       // The return address sits at CFA - 8: above sp, inside the stack. A
@@ -353,6 +385,10 @@ class Walk {
     Remember(complete);
     return count_;
   }
+
+  // Where Run stopped at Go code: its rule (0: it did not) and registers.
+  uint64_t go_rule() const { return go_rule_; }
+  UnwindRegisters go_at() const { return go_at_; }
 
  private:
   // This walk is at memo_->frames[join]: emits the remembered frames from
@@ -466,7 +502,57 @@ class Walk {
   // The frames this walk stepped from, innermost first (for the memo).
   MemoFrame kept_frames_[kMemoFrames];
   int kept_ = 0;
+  uint64_t go_rule_ = 0;
+  UnwindRegisters go_at_;  // set with go_rule_
 };
+
+ReturnKind ClassifyForGo(uintptr_t return_address) {
+  uint64_t* cache = g_cache.load(std::memory_order_acquire);
+  if (cache == nullptr) return ReturnKind::kUnknown;
+  const uint64_t rule = LookUp(cache, return_address);
+  if ((rule & kOffsetBits) != 0 || rule == kOutermostRule) return ReturnKind::kC;
+  if (rule == kFallbackRule) return ReturnKind::kUnknown;
+  return ReturnKind::kGo;
+}
+
+GoEntry EntryOf(uint64_t rule) {
+  if (rule == kGoCgoCallRule) return GoEntry::kCgoCall;
+  if (rule == kGoCgoCallOnSystemStackRule) return GoEntry::kCgoCallOnSystemStack;
+  return GoEntry::kGoFrame;
+}
+
+// Segments after the first: a callback's C caller, then Go again... Each
+// takes a C walk's memo (2 KiB) on the stack; a few are plenty (each needs a
+// C -> Go -> C callback nesting).
+constexpr int kMaxSegments = 8;
+
+// A walk stopped at Go code (frames[count - 1] == at.ip): the Go frames by
+// go_stack, and the C frames of callbacks' callers by this walker again,
+// until the stack ends. Without the thread's memo: it keeps the first
+// segment's.
+__attribute__((noinline, cold)) int WalkThroughGo(uint64_t* cache, uint64_t rule,
+                                                  UnwindRegisters at, uintptr_t low, uintptr_t high,
+                                                  uintptr_t* frames, int count, int max) {
+  for (int segment = 0; segment < kMaxSegments && count < max; ++segment) {
+    const GoModule* module = FindGoModule(at.ip);
+    if (module == nullptr) break;
+    const GoWalkResult go = WalkGoFrames(*module, EntryOf(rule), at, {low, high}, ClassifyForGo,
+                                         frames + count, max - count);
+    count += go.count;
+    if (!go.resume || count >= max) break;
+    if (go.resume_at.sp < low || go.resume_at.sp >= high || (go.resume_at.sp & 7) != 0) break;
+    WalkMemo scratch;
+    scratch.count = 0;
+    Walk walk{cache, &scratch, low, high, frames + count, max - count};
+    const int more = walk.Run(go.resume_at);
+    if (more < 0) break;  // C code this walker cannot pass: the stack so far
+    count += more;
+    rule = walk.go_rule();
+    if (rule == 0) break;
+    at = walk.go_at();
+  }
+  return count;
+}
 
 }  // namespace
 
@@ -483,10 +569,22 @@ int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, u
     WalkMemo scratch;
     scratch.count = 0;
     Walk walk{cache, &scratch, stack_low, stack_high, frames, max};
-    return walk.Run(regs);
+    const int count = walk.Run(regs);
+    if (__builtin_expect(walk.go_rule() != 0, 0)) {
+      return WalkThroughGo(cache, walk.go_rule(), walk.go_at(), stack_low, stack_high, frames,
+                           count, max);
+    }
+    return count;
   }
   Walk walk{cache, memo, stack_low, stack_high, frames, max};
-  return walk.Run(regs);
+  const int count = walk.Run(regs);
+  // Stopped at Go code (a cgo program): the one branch programs without Go
+  // pay, per walk.
+  if (__builtin_expect(walk.go_rule() != 0, 0)) {
+    return WalkThroughGo(cache, walk.go_rule(), walk.go_at(), stack_low, stack_high, frames, count,
+                         max);
+  }
+  return count;
 #else
   (void)regs;
   (void)stack_low;

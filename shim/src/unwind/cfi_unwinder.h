@@ -25,6 +25,14 @@
 // report failure, and the caller captures that stack with libunwind instead,
 // so stacks are exactly libunwind's either way.
 //
+// One exception: code without unwind information in a Go module (a cgo
+// program; unwind/go_runtime.h). Go's linker writes no .eh_frame, so a C
+// function called from Go returns into code no rule covers: there the walk
+// goes on by go_stack's rules (unwind/go_stack.h), through the goroutine's
+// frames by their frame pointers, and back to this walker for the C code of
+// a callback's caller. Programs without Go pay nothing for it: the check is
+// folded into the test for the other answers that are not rules.
+//
 // Thread-safe, but one walk must not interrupt another on the same thread
 // (a signal handler): they would share the thread's memo; the shim's
 // re-entry guard sees to that. Never allocates from the host heap, takes no

@@ -497,12 +497,13 @@ uintptr_t FindFde(const EhFrameSection& section, uintptr_t pc) {
 }
 
 FrameRule Fallback() { return {FrameRuleKind::kFallback, CfaRegister::kRsp, false, 0, 0}; }
+FrameRule NoFde() { return {FrameRuleKind::kNoFde, CfaRegister::kRsp, false, 0, 0}; }
 
 }  // namespace
 
 FrameRule FindFrameRule(const EhFrameSection& section, uintptr_t pc) {
   const uintptr_t fde = FindFde(section, pc);
-  if (fde == 0) return Fallback();
+  if (fde == 0) return NoFde();
   Reader reader = OpenEntry(section, fde);
   const uintptr_t cie_pointer_at = reader.pos();
   const uint32_t cie_pointer = reader.Fixed<uint32_t>();
@@ -511,7 +512,8 @@ FrameRule FindFrameRule(const EhFrameSection& section, uintptr_t pc) {
   if (!ParseCie(section, cie_pointer_at - cie_pointer, &cie)) return Fallback();
   const uintptr_t pc_begin = reader.Encoded(cie.fde_encoding, 0);
   const uint64_t pc_range = reader.RawEncoded(cie.fde_encoding);
-  if (!reader.ok() || pc < pc_begin || pc - pc_begin >= pc_range) return Fallback();
+  if (!reader.ok()) return Fallback();
+  if (pc < pc_begin || pc - pc_begin >= pc_range) return NoFde();
   if (cie.has_augmentation_data) reader.Skip(reader.Uleb());
   if (!reader.ok()) return Fallback();
 

@@ -33,6 +33,8 @@ struct EhFrameSection {
 
 enum class FrameRuleKind : uint8_t {
   kFallback,   // not expressible here: unwind this stack another way
+  kNoFde,      // no FDE covers the address (code without unwind information,
+               // such as Go's): also unwound another way
   kOutermost,  // the return address is undefined (_start, clone): the stack ends
   kStandard,   // the rule below applies
 };

@@ -10,6 +10,8 @@
 #include "base/arena.h"
 #include "base/process_info.h"
 #include "base/spin_lock.h"
+#include "unwind/cfi_unwinder.h"
+#include "unwind/go_runtime.h"
 
 namespace retain::shim {
 namespace {
@@ -75,10 +77,22 @@ void ReadBuildId(const dl_phdr_info* info, ModuleEntry* entry) {
   }
 }
 
+// A Go module seen for the first time: registered with go_runtime once
+// dl_iterate_phdr has returned (reading its file under the loader's lock
+// would hold up every dlopen meanwhile).
+struct NewGoModule {
+  const ModuleEntry* entry;
+  bool is_program;  // read through /proc/self/exe: the very file, even if replaced since
+  uintptr_t text_begin;
+  uintptr_t text_end;
+};
+
 struct RefreshState {
   bool seen[kMaxModules];
   ExecRange ranges[kMaxModules];
   uint32_t range_count;
+  NewGoModule go_modules[kMaxGoModules];
+  int go_module_count;
 };
 
 const char* CopyString(const char* text) {
@@ -121,6 +135,18 @@ int VisitObject(dl_phdr_info* info, size_t, void* data) {
     }
     state->seen[g_count] = true;
     g_modules[g_count++] = entry;
+    if (entry->segment_count != 0 && state->go_module_count < kMaxGoModules &&
+        HasGoNote(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr)) {
+      NewGoModule& go = state->go_modules[state->go_module_count++];
+      go.entry = entry;
+      go.is_program = info->dlpi_name == nullptr || info->dlpi_name[0] == '\0';
+      go.text_begin = entry->segments[0].start;
+      go.text_end = entry->segments[0].end;
+      for (uint32_t i = 1; i < entry->segment_count; ++i) {
+        if (entry->segments[i].start < go.text_begin) go.text_begin = entry->segments[i].start;
+        if (entry->segments[i].end > go.text_end) go.text_end = entry->segments[i].end;
+      }
+    }
   }
   if (entry == nullptr) return 0;
 
@@ -168,6 +194,18 @@ void RefreshLocked() {
     if (!state->seen[i]) g_modules[i]->unloaded = true;
   }
   PublishRanges(*state);
+  bool registered = false;
+  for (int i = 0; i < state->go_module_count; ++i) {
+    const NewGoModule& go = state->go_modules[i];
+    GoModule module;
+    module.text = {go.text_begin, go.text_end};
+    if (ReadGoModule(go.is_program ? "/proc/self/exe" : go.entry->path, go.entry->load_bias,
+                     &module)) {
+      registered |= RegisterGoModule(module);
+    }
+  }
+  // Rules cached for its code before (the fallback) give way to Go's.
+  if (registered) CfiForgetRules();
   UnmapScratchPages(state, sizeof(RefreshState));
   g_last_refresh_us.store(MicrosSinceStart(), std::memory_order_relaxed);
 }

@@ -8,6 +8,8 @@
 // Also publishes a lock-free table of executable ranges for the
 // frame-pointer walker (which needs to know whether a return address is
 // code, and whether that code keeps frame pointers).
+// A Go module (Go's build-id note) seen for the first time is registered
+// with unwind/go_runtime.h after the refresh, for walks that cross cgo.
 //
 // Thread-safe. RefreshModules takes the loader's lock (dl_iterate_phdr): do
 // not call it from a signal handler. Never allocates from the host heap.

@@ -10,6 +10,7 @@
 #include "base/real_dlsym.h"
 #include "base/thread_state.h"
 #include "unwind/cfi_unwinder.h"
+#include "unwind/go_runtime.h"
 #include "unwind/libunwind_isolation.h"
 #include "unwind/module_table.h"
 #include "unwind/stack_table.h"
@@ -144,6 +145,21 @@ __attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max) {
   return -1;
 }
 
+// RETAIN_UNWIND=libunwind in a Go program: libunwind's stack ended in Go
+// code (Go has no .eh_frame; libunwind stops at asmcgocall). The CFI walker
+// knows how to go on there (unwind/go_stack.h): its stack is taken when it
+// can walk this one. Costs a second walk, only on such stacks.
+__attribute__((noinline, cold)) int CaptureByLibunwindInGo(uintptr_t* frames, int max,
+                                                           int cfi_max) {
+  const int count = g_unw_backtrace(reinterpret_cast<void**>(frames), max);
+  if (count <= 0 || FindGoModule(frames[count - 1]) == nullptr) return count;
+  uintptr_t walked[kMaxDepth + kCaptureSlack];
+  const int walked_count = CaptureByCfi(walked, cfi_max);
+  if (walked_count <= 0) return count;
+  for (int i = 0; i < walked_count; ++i) frames[i] = walked[i];
+  return walked_count;
+}
+
 __attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
   const UnwindMode mode = GetConfig().unwind;
   // CFI walks hold no shim frames: depth + 1 of them show a truncation.
@@ -170,6 +186,11 @@ __attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
       g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
     }
     if (g_unw_backtrace == nullptr) return 0;
+  }
+  // A Go program's libunwind stacks may end in Go code: out of line, so
+  // that other programs pay one predictable branch.
+  if (__builtin_expect(GoModulesRegistered(), 0) && mode == UnwindMode::kLibunwind) {
+    return CaptureByLibunwindInGo(frames, max, cfi_max);
   }
   return g_unw_backtrace(reinterpret_cast<void**>(frames), max);
 }

@@ -165,9 +165,10 @@ TEST(EhFrameTest, FollowsAPrologueAndEpilogue) {
   EXPECT_EQ(rule.cfa_offset, 8);
   EXPECT_TRUE(rule.rbp_saved);  // the rule set at f+1 still holds
 
-  // Outside every FDE: before the first, in a gap, past the last.
-  EXPECT_EQ(FindFrameRule(section, f - 1).kind, FrameRuleKind::kFallback);
-  EXPECT_EQ(FindFrameRule(section, f + 0x30).kind, FrameRuleKind::kFallback);
+  // Outside every FDE (before the first, in a gap, past the last): no
+  // unwind information at all, told apart from an FDE that cannot be used.
+  EXPECT_EQ(FindFrameRule(section, f - 1).kind, FrameRuleKind::kNoFde);
+  EXPECT_EQ(FindFrameRule(section, f + 0x30).kind, FrameRuleKind::kNoFde);
 }
 
 TEST(EhFrameTest, FindsTheRightFdeAmongMany) {
@@ -184,7 +185,7 @@ TEST(EhFrameTest, FindsTheRightFdeAmongMany) {
     ASSERT_EQ(rule.kind, FrameRuleKind::kStandard) << i;
     EXPECT_EQ(rule.cfa_offset, 8 * (i % 15 + 1)) << i;
     EXPECT_EQ(FindFrameRule(section, builder.FunctionBase() + i * 0x100 + 0x90).kind,
-              FrameRuleKind::kFallback);
+              FrameRuleKind::kNoFde);
   }
 }
 

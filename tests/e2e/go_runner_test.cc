@@ -1,0 +1,181 @@
+// The Ollama-runner look-alike (examples/ollama-runner-sim: Go, its model
+// state in C memory through cgo), unmodified, under the shim on loopback.
+// Go's net/http makes its own system calls, so these runs take their
+// snapshots by signal (RETAIN_SIGNAL, chained with the Go runtime's handler)
+// one per request, and at the SIGTERM that stops the server. The trend must
+// tell the bounded state snapshot cache (plateau at its budget) from the
+// orphaned trie nodes (linear, their exact bytes per request), each named by
+// the Go function that allocates it, across the cgo call.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/e2e/diff_test_util.h"
+#include "tests/preload/proc_helpers.h"
+#include "tests/support/test_support.h"
+
+namespace retain::test {
+namespace {
+
+constexpr int kRequests = 8;
+constexpr int64_t kNodeBytes = 16 * 4 * 1024;                  // 16 tokens x 4 KiB
+constexpr int64_t kLeakBytesPerRequest = 4 * kNodeBytes;       // 256-char prompts: 4 nodes
+constexpr int64_t kCacheBytes = 16 << 20;                      // --cache-mib 16: 4 states of 4 MiB
+constexpr int64_t kBoundedKvBytes = 4 * kLeakBytesPerRequest;  // 4 snapshots pin 4 prompts
+constexpr int kWaitMs = 30000;
+
+struct RunnerRun {
+  std::vector<std::string> per_request;  // the snapshot after request 1..N
+  std::string stop;                      // the SIGTERM snapshot
+  RunResult server;
+};
+
+// Starts the runner with `flags`, sends `requests` requests one at a time
+// (send_requests.py, one keep-alive connection), asks for a snapshot after
+// each by SIGUSR2 and waits for it, then stops the server with SIGTERM.
+RunnerRun RunRunner(const TempDir& dir, const std::vector<std::string>& flags, int requests) {
+  RunnerRun run;
+  RunOptions options;
+  options.argv = {std::string(RETAIN_GO_RUNNER_PATH), "--port", "0"};
+  options.argv.insert(options.argv.end(), flags.begin(), flags.end());
+  options.env["RETAIN_DIR"] = dir.path();
+  options.preload = true;
+  proc::Child server(options);
+  if (!server.WaitForStdout("listening on 127.0.0.1:", kWaitMs)) {
+    ADD_FAILURE() << "the runner did not start: " << server.Stderr();
+    return run;
+  }
+  const std::string out = server.Stdout();
+  const int port = std::stoi(out.substr(out.find("127.0.0.1:") + 10));
+  for (int n = 1; n <= requests; ++n) {
+    RunOptions client;
+    client.argv = {"python3",     SourceRoot() + "/examples/llm-server-sim/send_requests.py",
+                   "--port",      std::to_string(port),
+                   "--count",     "1",
+                   "--id-prefix", "req" + std::to_string(n)};
+    RunResult sent = Run(client);
+    EXPECT_EQ(sent.exit_code, 0) << sent.stdout_data << sent.stderr_data;
+    EXPECT_TRUE(server.Signal(SIGUSR2));
+    std::vector<std::string> files = proc::WaitForSnapshots(dir.path(), n, kWaitMs);
+    if (files.size() != static_cast<size_t>(n)) {
+      ADD_FAILURE() << "no snapshot after request " << n << ": " << server.Stderr();
+      return run;
+    }
+  }
+  run.per_request = proc::SnapshotPaths(dir.path());
+  EXPECT_TRUE(server.Signal(SIGTERM));
+  run.server = server.Wait(60);
+  for (const std::string& file : proc::SnapshotPaths(dir.path())) {
+    if (LoadSnapshot(file).header().trigger() == v1::TRIGGER_STOP_SIGNAL) run.stop = file;
+  }
+  return run;
+}
+
+// The index of the trend row whose owner key contains `function`, or -1.
+int RowOf(const Json& json, const std::string& function) {
+  for (size_t i = 0; i < json.Size("rows"); ++i) {
+    if (json.Str("rows." + std::to_string(i) + ".owner.key").find(function) != std::string::npos) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+TEST(GoRunnerTest, TrendSeparatesTheSnapshotCacheFromTheOrphanedTrieNodes) {
+  TempDir dir;
+  RunnerRun run = RunRunner(dir, {"--leak-orphans"}, kRequests);
+  ASSERT_EQ(run.per_request.size(), static_cast<size_t>(kRequests));
+  EXPECT_EQ(run.server.exit_code, 0) << run.server.stderr_data;
+  EXPECT_NE(run.server.stderr_data.find("shutting down"), std::string::npos)
+      << "the runner's own SIGTERM handling ran: " << run.server.stderr_data;
+
+  std::vector<std::string> args = {"--trend", "--json", "--top", "0"};
+  args.insert(args.end(), run.per_request.begin(), run.per_request.end());
+  RunResult trend = RunDiff(args);
+  ASSERT_EQ(trend.exit_code, 0) << Describe(trend);
+  Json json = ParseJson(trend.stdout_data);
+  ASSERT_TRUE(json.ok) << json.error;
+
+  // The owners are the Go functions that called C, with their Go source lines.
+  const int trie = RowOf(json, "main.newKVNode");
+  const int cache = RowOf(json, "main.(*snapshotCache).save");
+  ASSERT_GE(trie, 0) << trend.stdout_data;
+  ASSERT_GE(cache, 0) << trend.stdout_data;
+  const std::string t = "rows." + std::to_string(trie) + ".";
+  EXPECT_NE(json.Str(t + "owner.key").find("kvcache.go:"), std::string::npos)
+      << json.Str(t + "owner.key");
+  EXPECT_EQ(json.Str(t + "verdict"), "linear");
+  EXPECT_EQ(json.Integral(t + "bytes_per_request"), kLeakBytesPerRequest);
+  const std::string c = "rows." + std::to_string(cache) + ".";
+  EXPECT_NE(json.Str(c + "owner.key").find("snapshots.go:"), std::string::npos)
+      << json.Str(c + "owner.key");
+  EXPECT_EQ(json.Str(c + "verdict"), "plateau");
+  EXPECT_EQ(json.Integral(c + "level"), kCacheBytes);
+  EXPECT_EQ(json.Integral(c + "flat_from_request"), 4);
+
+  // The scratch buffer of evaluate() is freed before each request ends.
+  const int scratch = RowOf(json, "main.evaluate");
+  if (scratch >= 0) {
+    const std::string e = "rows." + std::to_string(scratch) + ".";
+    EXPECT_EQ(json.Integral(e + "live_bytes." + std::to_string(kRequests - 1)), 0);
+  }
+
+  // The stop snapshot was written at SIGTERM, before the runner's shutdown
+  // freed its state: everything the last request left is in it.
+  ASSERT_FALSE(run.stop.empty());
+  RunResult live = RunDiff({"--json", "--top", "0", run.stop});
+  ASSERT_EQ(live.exit_code, 0) << Describe(live);
+  Json stop = ParseJson(live.stdout_data);
+  ASSERT_TRUE(stop.ok) << stop.error;
+  const int stop_trie = stop.FindRow("rows", "owner.key", json.Str(t + "owner.key"));
+  ASSERT_GE(stop_trie, 0) << live.stdout_data;
+  EXPECT_EQ(stop.Integral("rows." + std::to_string(stop_trie) + ".retained_allocated_bytes"),
+            kRequests * kLeakBytesPerRequest);
+  const int stop_cache = stop.FindRow("rows", "owner.key", json.Str(c + "owner.key"));
+  ASSERT_GE(stop_cache, 0) << live.stdout_data;
+  EXPECT_EQ(stop.Integral("rows." + std::to_string(stop_cache) + ".retained_allocated_bytes"),
+            kCacheBytes);
+}
+
+TEST(GoRunnerTest, WithoutTheLeakTheTrieIsBoundedToo) {
+  TempDir dir;
+  RunnerRun run = RunRunner(dir, {}, kRequests);
+  ASSERT_EQ(run.per_request.size(), static_cast<size_t>(kRequests));
+  std::vector<std::string> args = {"--trend", "--json", "--top", "0"};
+  args.insert(args.end(), run.per_request.begin(), run.per_request.end());
+  RunResult trend = RunDiff(args);
+  ASSERT_EQ(trend.exit_code, 0) << Describe(trend);
+  Json json = ParseJson(trend.stdout_data);
+  ASSERT_TRUE(json.ok) << json.error;
+  const int trie = RowOf(json, "main.newKVNode");
+  ASSERT_GE(trie, 0) << trend.stdout_data;
+  const std::string t = "rows." + std::to_string(trie) + ".";
+  EXPECT_EQ(json.Str(t + "verdict"), "plateau");
+  // The trie's budget plus the orphans the four snapshots still pin.
+  EXPECT_EQ(json.Integral(t + "level"), kBoundedKvBytes);
+}
+
+TEST(GoRunnerTest, GoHeapIsOneNamedOwner) {
+  TempDir dir;
+  RunnerRun run = RunRunner(dir, {"--leak-orphans"}, 2);
+  ASSERT_EQ(run.per_request.size(), 2u);
+  RunResult live = RunDiff({"--json", "--by", "category", "--top", "0", "--rules",
+                            SourceRoot() + "/share/rules/go.textproto", run.per_request.back()});
+  ASSERT_EQ(live.exit_code, 0) << Describe(live);
+  Json json = ParseJson(live.stdout_data);
+  ASSERT_TRUE(json.ok) << json.error;
+  const int go_heap = json.FindRow("rows", "owner.key", "go-heap");
+  ASSERT_GE(go_heap, 0) << live.stdout_data;
+  const std::string g = "rows." + std::to_string(go_heap) + ".";
+  // Go reserves far more address space than it uses: the resident bytes
+  // are a small part of what was mapped.
+  const int64_t resident = json.Integral(g + "retained_resident_bytes");
+  const int64_t allocated = json.Integral(g + "retained_allocated_bytes");
+  EXPECT_GT(resident, 0);
+  EXPECT_GT(allocated, 16 * resident) << live.stdout_data;
+}
+
+}  // namespace
+}  // namespace retain::test
