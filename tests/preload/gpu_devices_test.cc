@@ -120,7 +120,7 @@ std::string Gunzip(const std::string& in) {
 }
 
 // One run of a program under the shim: its output and its snapshots.
-struct Run {
+struct ProgramRun {
   std::unique_ptr<TempDir> dir;
   RunResult run;
   std::map<std::string, std::string> by_label;  // "round-N" -> path
@@ -133,8 +133,8 @@ struct Run {
   }
 };
 
-Run RunProgram(const Program& p) {
-  Run r;
+ProgramRun RunProgram(const Program& p) {
+  ProgramRun r;
   r.dir = std::make_unique<TempDir>();
   r.run = RunFixture(p.fixture, {absl::StrCat(kRounds)}, r.dir->path());
   for (const std::string& file : ListSnapshots(r.dir->path())) {
@@ -184,7 +184,10 @@ Sections ParseSections(const std::string& text) {
     }
     if (!in_table || line.empty()) continue;
     if (absl::StartsWith(line, "  device:") && absl::StrContains(line, ": device memory")) {
-      section = line.substr(2, line.find_first_of(" :", 9) - 2);
+      // "  device:cuda:1 (NAME, UUID): device memory ...", or without a device
+      // "  device:cuda: device memory ...".
+      section = line.substr(2, line.find(' ', 2) - 2);
+      if (absl::EndsWith(section, ":")) section.pop_back();
       sections.headings[section] = line;
       continue;
     }
@@ -210,7 +213,7 @@ class GpuDevicesTest : public ::testing::TestWithParam<const Program*> {
     ASSERT_EQ(run_.devices.size(), 2u) << run_.run.stdout_data;
   }
   const Program& p() const { return *GetParam(); }
-  Run run_;
+  ProgramRun run_;
 };
 
 // Proves: the snapshot lists both devices with the API's number, the name

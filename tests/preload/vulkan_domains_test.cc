@@ -153,7 +153,7 @@ TEST_F(VulkanDomainsTest, TheSnapshotNamesLavapipesDevice) {
 
   RunOptions options;
   options.argv = {RETAIN_DUMP_PATH, *snapshot_};
-  const RunResult dump = Run(options);
+  const RunResult dump = ::retain::test::Run(options);
   ASSERT_EQ(dump.exit_code, 0) << ::retain::test::Describe(dump);
   EXPECT_THAT(dump.stdout_data, ::testing::HasSubstr("GPU devices"));
   EXPECT_THAT(dump.stdout_data, ::testing::ContainsRegex("#1 +device:vulkan:0 +260\\.0 MiB +8  " +

@@ -142,9 +142,11 @@ std::vector<DomainKindTotals> CountedTotalsByDomain(const v1::Snapshot& snapshot
       rest.set_swapped_bytes(Minus(rest.swapped_bytes(), device.swapped_bytes()));
       split = true;
     }
-    // What the rows do not account for stays with the API; once split, a
-    // rest with nothing live is not a domain of its own.
-    if (!split || rest.live_bytes() != 0 || rest.live_count() != 0) {
+    // What the rows do not account for stays with the API. Nothing live
+    // there is no domain of its own once the snapshot names devices (the
+    // kind's memory, if any, is on them, or is host memory: a backing).
+    const bool empty = rest.live_bytes() == 0 && rest.live_count() == 0;
+    if (!empty || (!split && snapshot.devices_size() == 0)) {
       out.push_back({DomainName(t.kind()), rest});
     }
   }

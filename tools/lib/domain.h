@@ -75,8 +75,9 @@ struct DomainKindTotals {
 // device kind's are split by the devices its rows (CountedAllocations) are
 // on, each device's live bytes and count summed from them (device memory
 // is never sampled), and what the rows do not account for (records the
-// shim dropped) stays in the API's domain. Without devices in the snapshot,
-// each device kind's totals are its API's domain's, as before.
+// shim dropped) stays in the API's domain, when there is any. Without
+// devices in the snapshot, each device kind's totals are its API's
+// domain's, as before (0 B included).
 std::vector<DomainKindTotals> CountedTotalsByDomain(const v1::Snapshot& snapshot);
 
 }  // namespace retain::tool

@@ -202,9 +202,6 @@ TEST(DomainTest, TheDiffKeepsDeviceMemoryOutOfTheHostTotal) {
   EXPECT_EQ(diff->total_retained.allocated, static_cast<int64_t>(4096 + 104 + 32 * kMiB));
 }
 
-}  // namespace
-}  // namespace retain::tool
-
 namespace devices {
 
 struct DeviceRow {
@@ -386,7 +383,7 @@ TEST(DeviceDomainTest, AnExactDiffAndATrendPerDevice) {
   for (uint32_t s = 1; s <= 5; ++s) {
     std::vector<DeviceRow> rows = {{0x10000, 64 * kMiB, v1::KIND_CUDA_DEVICE, 2, 1}};
     for (uint32_t i = 1; i <= s; ++i) {
-      rows.push_back({0x100000 * i, 16 * kMiB, v1::KIND_CUDA_DEVICE, 1, 100 * i});
+      rows.push_back({0x100000 * i, 16 * kMiB, v1::KIND_CUDA_DEVICE, 1, 100 * i - 50});
     }
     series.push_back(WithDevices(rows, s));
   }
@@ -416,3 +413,6 @@ TEST(DeviceDomainTest, AnExactDiffAndATrendPerDevice) {
 }
 
 }  // namespace devices
+
+}  // namespace
+}  // namespace retain::tool

@@ -24,7 +24,7 @@ void Describe(int32_t index, GpuDeviceInfo* info, void* context) {
 
 // Runs in its own process under ctest; in one binary with the other tests
 // it is the only one that registers devices.
-TEST(GpuDevicesTest, IdsNamesAndTheLimit) {
+TEST(GpuDeviceRegistryTest, IdsNamesAndTheLimit) {
   ASSERT_EQ(GpuDeviceCount(), 0u);
   EXPECT_EQ(FindGpuDevice(GpuApi::kCuda, 0), 0u) << "never seen";
   char label[] = "GPU";

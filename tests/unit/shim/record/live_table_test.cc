@@ -287,9 +287,6 @@ TEST(LiveTableTest, ThreadAndTimeComeBackThroughTheBlock) {
   }
 }
 
-}  // namespace
-}  // namespace retain::shim
-
 // The device column (GPU records): a record keeps its device through
 // Insert, Take, Restore and the snapshot copy; a record placed later in the
 // slot of a freed one has none of its device; a table whose records have no
@@ -353,3 +350,6 @@ TEST(LiveTableDeviceTest, TheColumnGrowsWithTheRecords) {
   }
   EXPECT_EQ(seen, kCount);
 }
+
+}  // namespace
+}  // namespace retain::shim
