@@ -16,7 +16,8 @@
 // the allocation handle for hipMemCreate: hipMemMap maps such a handle into
 // a reserved range and is not counted again; hipMemRelease removes it.
 // Pitched allocations are recorded with the size they occupy (pitch *
-// height [* depth]); hipMallocAsync/hipFreeAsync count at call time.
+// height [* depth]); hipMallocAsync/hipFreeAsync count at call time. Each
+// record's device is asked once the call succeeded (gpu/hip_device.h).
 //
 // When no HIP runtime is loaded at all (the program found these hooks with
 // dlsym(RTLD_DEFAULT, ...) while probing for HIP), every hook returns
