@@ -19,7 +19,9 @@ add_executable(vulkan_domains_test vulkan_domains_test.cc)
 target_include_directories(vulkan_domains_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(vulkan_domains_test PRIVATE
   retain_test_support retain_diff_e2e_util retain_pprof_proto GTest::gtest_main ZLIB::ZLIB)
-add_dependencies(vulkan_domains_test retain retain-diff vulkan_alloc)
+target_compile_definitions(vulkan_domains_test PRIVATE
+  RETAIN_DUMP_PATH="$<TARGET_FILE:retain-dump>")
+add_dependencies(vulkan_domains_test retain retain-diff retain-dump vulkan_alloc)
 gtest_discover_tests(vulkan_domains_test
   DISCOVERY_TIMEOUT 120
   PROPERTIES TIMEOUT 180 LABELS preload)

@@ -4,7 +4,9 @@
 // VkDeviceMemory (vulkan-device), and links the two (Snapshot.gpu_backings);
 // retain-diff must then count each allocation once, as host memory, under
 // the program's function, resident as the block is, in every output: the
-// table, --json, --folded and --pprof (read back with protobuf here).
+// table, --json, --folded and --pprof (read back with protobuf here). The
+// rows still name lavapipe's device (Snapshot.devices), as the program
+// itself reads it.
 //
 // The fixture vulkan_alloc --details --touch keeps 1 MiB and 64 MiB on each
 // of its four routes (260 MiB) and writes the first half of each block.
@@ -80,6 +82,7 @@ class VulkanDomainsTest : public ::testing::Test {
                                       {"VK_ICD_FILENAMES", kLavapipeIcd},
                                       {"XDG_RUNTIME_DIR", dir_->path()}});
     ASSERT_EQ(run.exit_code, 0) << ::retain::test::Describe(run);
+    stdout_ = new std::string(run.stdout_data);
     for (const std::string& file : ListSnapshots(dir_->path())) {
       if (LoadSnapshot(file).header().label() == "vulkan") snapshot_ = new std::string(file);
     }
@@ -87,8 +90,10 @@ class VulkanDomainsTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     delete snapshot_;
+    delete stdout_;
     delete dir_;
     snapshot_ = nullptr;
+    stdout_ = nullptr;
     dir_ = nullptr;
   }
   void SetUp() override {
@@ -102,9 +107,59 @@ class VulkanDomainsTest : public ::testing::Test {
 
   static TempDir* dir_;
   static std::string* snapshot_;
+  static std::string* stdout_;  // the fixture's output
 };
 TempDir* VulkanDomainsTest::dir_ = nullptr;
 std::string* VulkanDomainsTest::snapshot_ = nullptr;
+std::string* VulkanDomainsTest::stdout_ = nullptr;
+
+// Proves: the snapshot lists lavapipe's physical device once (both
+// VkDevices are on it): Vulkan, index 0 in the enumeration, with the name
+// and UUID the program itself reads (vkGetPhysicalDeviceProperties2);
+// every vulkan-device row names it and no other row names a device; the
+// backed allocations stay host memory; retain-dump lists the device.
+TEST_F(VulkanDomainsTest, TheSnapshotNamesLavapipesDevice) {
+  const v1::Snapshot snapshot = LoadSnapshot(*snapshot_);
+  // "physical 0 UUID NAME": what the program read.
+  std::string uuid, name;
+  for (absl::string_view line : absl::StrSplit(*stdout_, '\n')) {
+    if (!absl::StartsWith(line, "physical 0 ")) continue;
+    const std::vector<std::string> words = absl::StrSplit(line, absl::MaxSplits(' ', 3));
+    ASSERT_EQ(words.size(), 4u) << line;
+    uuid = words[2];
+    name = words[3];
+  }
+  ASSERT_FALSE(name.empty()) << *stdout_;
+  EXPECT_TRUE(absl::StartsWith(name, "llvmpipe")) << name;
+  ASSERT_EQ(snapshot.devices_size(), 1) << snapshot.DebugString().substr(0, 2000);
+  const v1::Device& device = snapshot.devices(0);
+  EXPECT_EQ(device.id(), 1u);
+  EXPECT_EQ(device.api(), v1::DEVICE_API_VULKAN);
+  EXPECT_EQ(device.index(), 0u);
+  EXPECT_EQ(device.name(), name);
+  std::string hex;
+  for (unsigned char c : device.uuid()) absl::StrAppend(&hex, absl::Hex(c, absl::kZeroPad2));
+  EXPECT_EQ(hex, uuid);
+  size_t named = 0;
+  for (const Allocation& row : Rows(snapshot)) {
+    if (row.kind == v1::KIND_VULKAN_DEVICE) {
+      EXPECT_EQ(row.device, device.id());
+      ++named;
+    } else {
+      EXPECT_EQ(row.device, 0u) << tool::KindName(row.kind);
+    }
+  }
+  EXPECT_EQ(named, 8u) << "both VkDevices' allocations";
+
+  RunOptions options;
+  options.argv = {RETAIN_DUMP_PATH, *snapshot_};
+  const RunResult dump = ::retain::test::Run(options);
+  ASSERT_EQ(dump.exit_code, 0) << ::retain::test::Describe(dump);
+  EXPECT_THAT(dump.stdout_data, ::testing::HasSubstr("GPU devices"));
+  EXPECT_THAT(dump.stdout_data, ::testing::ContainsRegex("#1 +device:vulkan:0 +260\\.0 MiB +8  " +
+                                                         std::string("llvmpipe")))
+      << dump.stdout_data;
+}
 
 // Proves: the snapshot links every live VkDeviceMemory to lavapipe's block
 // (one GpuBacking per live allocation, its host block among the

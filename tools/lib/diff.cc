@@ -11,6 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "tools/lib/byte_size.h"
+#include "tools/lib/domain.h"
 #include "tools/lib/owned_allocations.h"
 #include "tools/lib/snapshot_reader.h"
 
@@ -24,15 +25,16 @@ std::string BaseName(const std::string& path) {
 
 using RowTable = OwnerRows<DiffRow>;
 
-// Retained bytes per (owner, stack, kind, tag): each owner's example stack,
-// and the stack shares of the folded and pprof outputs.
+// Retained bytes per (owner, stack, kind, tag, device): each owner's
+// example stack, and the stack shares of the folded and pprof outputs.
 class StackBytes {
  public:
   explicit StackBytes(Measure measure) : measure_(measure) {}
   // `count`: 1 for an allocation, 0 for the growth of one already live.
-  void Add(const std::string& key, uint32_t stack_id, v1::Kind kind, uint32_t tag_id,
-           const ByteMeasures& bytes, int64_t count = 1) {
-    Entry& entry = entries_[std::make_tuple(key, stack_id, static_cast<int>(kind), tag_id)];
+  void Add(const std::string& key, const Allocation& a, const ByteMeasures& bytes,
+           int64_t count = 1) {
+    Entry& entry =
+        entries_[std::make_tuple(key, a.stack_id, static_cast<int>(a.kind), a.tag_id, a.device)];
     entry.by += bytes;
     // Only allocations and growth are added: never below zero.
     entry.bytes = static_cast<uint64_t>(entry.by.In(measure_));
@@ -47,16 +49,19 @@ class StackBytes {
         row->example_stack_bytes = entry.bytes;
         row->example_stack_id = std::get<1>(k);
         row->example_kind = static_cast<v1::Kind>(std::get<2>(k));
+        row->example_device = std::get<4>(k);
       }
     }
   }
   std::vector<StackShare> Shares() const {
-    absl::flat_hash_map<std::tuple<uint32_t, int, uint32_t>, StackShare> merged;
+    absl::flat_hash_map<std::tuple<uint32_t, int, uint32_t, uint32_t>, StackShare> merged;
     for (const auto& [k, entry] : entries_) {
-      StackShare& share = merged[std::make_tuple(std::get<1>(k), std::get<2>(k), std::get<3>(k))];
+      StackShare& share =
+          merged[std::make_tuple(std::get<1>(k), std::get<2>(k), std::get<3>(k), std::get<4>(k))];
       share.stack_id = std::get<1>(k);
       share.kind = static_cast<v1::Kind>(std::get<2>(k));
       share.tag_id = std::get<3>(k);
+      share.device = std::get<4>(k);
       share.bytes += static_cast<int64_t>(entry.bytes);
       share.count += entry.count;
       share.by += entry.by;
@@ -64,8 +69,8 @@ class StackBytes {
     std::vector<StackShare> shares;
     for (auto& [k, share] : merged) shares.push_back(share);
     std::sort(shares.begin(), shares.end(), [](const StackShare& a, const StackShare& b) {
-      return std::tie(b.bytes, a.stack_id, a.kind, a.tag_id) <
-             std::tie(a.bytes, b.stack_id, b.kind, b.tag_id);
+      return std::tie(b.bytes, a.stack_id, a.kind, a.tag_id, a.device) <
+             std::tie(a.bytes, b.stack_id, b.kind, b.tag_id, b.device);
     });
     return shares;
   }
@@ -77,7 +82,7 @@ class StackBytes {
     ByteMeasures by;
   };
   Measure measure_;
-  absl::flat_hash_map<std::tuple<std::string, uint32_t, int, uint32_t>, Entry> entries_;
+  absl::flat_hash_map<std::tuple<std::string, uint32_t, int, uint32_t, uint32_t>, Entry> entries_;
 };
 
 uint64_t AnonPlusSwap(const v1::ProcessMemory& memory) {
@@ -91,14 +96,20 @@ bool IsAnonKind(v1::Kind kind) {
   return kind == v1::KIND_HEAP || kind == v1::KIND_MMAP_ANON || kind == v1::KIND_GPU_DRIVER_HOST;
 }
 
-// One snapshot's live totals per kind (KindTotals), with a sampled
-// snapshot's heap corrected from its rows: its totals count only the sampled
-// records, the estimate comes from the rows, scaled.
-absl::flat_hash_map<int, KindGrowth> LiveByKind(const v1::Snapshot& s) {
-  absl::flat_hash_map<int, KindGrowth> live;
-  for (const v1::KindTotals& totals : CountedTotals(s)) {
-    KindGrowth& g = live[totals.kind()];
+// (kind, domain): a device kind's totals are per device.
+using KindDomain = std::pair<int, std::string>;
+
+// One snapshot's live totals per kind and domain (KindTotals, split by
+// CountedTotalsByDomain), with a sampled snapshot's heap corrected from its
+// rows: its totals count only the sampled records, the estimate comes from
+// the rows, scaled.
+absl::flat_hash_map<KindDomain, KindGrowth> LiveByKind(const v1::Snapshot& s) {
+  absl::flat_hash_map<KindDomain, KindGrowth> live;
+  for (const DomainKindTotals& split : CountedTotalsByDomain(s)) {
+    const v1::KindTotals& totals = split.totals;
+    KindGrowth& g = live[KindDomain(totals.kind(), split.domain)];
     g.kind = totals.kind();
+    g.domain = split.domain;
     g.live_bytes_growth += static_cast<int64_t>(totals.live_bytes());
     g.live_count_growth += static_cast<int64_t>(totals.live_count());
     g.resident_bytes_growth += static_cast<int64_t>(totals.resident_bytes());
@@ -122,7 +133,7 @@ absl::flat_hash_map<int, KindGrowth> LiveByKind(const v1::Snapshot& s) {
     for (const Allocation& a : CountedAllocations(s)) {
       if (a.kind == v1::KIND_HEAP) estimated.Add(a);
     }
-    KindGrowth& g = live[v1::KIND_HEAP];
+    KindGrowth& g = live[KindDomain(v1::KIND_HEAP, "host")];
     g.kind = v1::KIND_HEAP;
     g.live_bytes_growth += estimated.allocated - recorded.allocated;
     g.resident_bytes_growth += estimated.resident - recorded.resident;
@@ -136,7 +147,7 @@ int64_t InMeasure(const KindGrowth& g, Measure measure) {
                                        : g.live_bytes_growth;
 }
 
-RssLevel LevelOf(const v1::Snapshot& s, const absl::flat_hash_map<int, KindGrowth>& live,
+RssLevel LevelOf(const v1::Snapshot& s, const absl::flat_hash_map<KindDomain, KindGrowth>& live,
                  Measure measure) {
   RssLevel level;
   level.anon_swap = static_cast<int64_t>(AnonPlusSwap(s.memory()));
@@ -176,12 +187,13 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after,
       static_cast<int64_t>(after.memory().vm_rss()) - static_cast<int64_t>(b.memory().vm_rss());
   rss.anon_swap_growth = static_cast<int64_t>(AnonPlusSwap(after.memory())) -
                          static_cast<int64_t>(AnonPlusSwap(b.memory()));
-  const absl::flat_hash_map<int, KindGrowth> after_live = LiveByKind(after);
-  const absl::flat_hash_map<int, KindGrowth> before_live = LiveByKind(b);
-  absl::flat_hash_map<int, KindGrowth> growth = after_live;
+  const absl::flat_hash_map<KindDomain, KindGrowth> after_live = LiveByKind(after);
+  const absl::flat_hash_map<KindDomain, KindGrowth> before_live = LiveByKind(b);
+  absl::flat_hash_map<KindDomain, KindGrowth> growth = after_live;
   for (const auto& [kind, x] : before_live) {
     KindGrowth& g = growth[kind];
     g.kind = x.kind;
+    g.domain = x.domain;
     g.live_bytes_growth -= x.live_bytes_growth;
     g.live_count_growth -= x.live_count_growth;
     g.resident_bytes_growth -= x.resident_bytes_growth;
@@ -191,8 +203,9 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after,
     g.measured_growth = InMeasure(g, measure);
     rss.tracked.push_back(g);
   }
-  std::sort(rss.tracked.begin(), rss.tracked.end(),
-            [](const KindGrowth& x, const KindGrowth& y) { return x.kind < y.kind; });
+  std::sort(rss.tracked.begin(), rss.tracked.end(), [](const KindGrowth& x, const KindGrowth& y) {
+    return std::tie(x.kind, x.domain) < std::tie(y.kind, y.domain);
+  });
   rss.after_level = LevelOf(after, after_live, measure);
   rss.before_level = LevelOf(b, before_live, measure);
   rss.has_before = before != nullptr;
@@ -226,11 +239,8 @@ RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after,
 
 void SortRows(std::vector<DiffRow>& rows) {
   std::stable_sort(rows.begin(), rows.end(), [](const DiffRow& a, const DiffRow& b) {
-    // Host first, then device domains by name ("device:..." > "host" would
-    // put them first).
-    const bool a_host = a.owner.domain == "host", b_host = b.owner.domain == "host";
-    if (a_host != b_host) return a_host;
-    if (a.owner.domain != b.owner.domain) return a.owner.domain < b.owner.domain;
+    // Host first, then each device's domain (DomainLess).
+    if (a.owner.domain != b.owner.domain) return DomainLess(a.owner.domain, b.owner.domain);
     if (a.retained_bytes != b.retained_bytes) return a.retained_bytes > b.retained_bytes;
     if (a.net_bytes() != b.net_bytes()) return a.net_bytes() > b.net_bytes();
     return a.owner.key < b.owner.key;
@@ -244,7 +254,7 @@ void Live(const v1::Snapshot& after, OwnerResolver& owners, RowTable& table, Sta
     row.retained_count += 1;
     ByteMeasures bytes;
     bytes.Add(a);
-    examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, bytes);
+    examples.Add(owner.key, a, bytes);
   });
 }
 
@@ -286,13 +296,13 @@ void Exact(const v1::Snapshot& before, const v1::Snapshot& after, Measure measur
           row.retained_count += 1;
           ByteMeasures bytes;
           bytes.Add(a);
-          examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, bytes);
+          examples.Add(owner.key, a, bytes);
           return;
         }
         ByteMeasures d = change(a);
         if (d.In(measure) > 0) {
           row.retained += d;
-          examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, d, 0);
+          examples.Add(owner.key, a, d, 0);
         } else {
           d.resident = -d.resident;
           d.swapped = -d.swapped;
@@ -333,7 +343,7 @@ void Aggregate(const v1::Snapshot& before, const v1::Snapshot& after, Measure me
     table.Get(owner);
     ByteMeasures bytes;
     bytes.Add(a);
-    examples.Add(owner.key, a.stack_id, a.kind, a.tag_id, bytes);
+    examples.Add(owner.key, a, bytes);
   });
   for (const auto& [key, owner] : before_owner) table.Get(owner);
   std::vector<DiffRow> rows = table.Take();
@@ -507,7 +517,8 @@ absl::StatusOr<DiffResult> ComputeDiff(const v1::Snapshot* before, const v1::Sna
     for (const DiffRow& row : result.rows) {
       if (row.retained_bytes <= 0) continue;
       result.retained_stacks.push_back({row.example_stack_id, row.example_kind, 0,
-                                        row.retained_bytes, row.retained_count, row.retained});
+                                        row.retained_bytes, row.retained_count, row.retained,
+                                        row.example_device});
     }
   } else {
     result.retained_stacks = examples.Shares();
@@ -531,8 +542,16 @@ absl::StatusOr<DiffResult> ComputeDiff(const v1::Snapshot* before, const v1::Sna
     total->retained += row.retained;
     total->released += row.released;
   }
-  std::sort(result.devices.begin(), result.devices.end(),
-            [](const DomainTotal& a, const DomainTotal& b) { return a.domain < b.domain; });
+  std::sort(
+      result.devices.begin(), result.devices.end(),
+      [](const DomainTotal& a, const DomainTotal& b) { return DomainLess(a.domain, b.domain); });
+  for (DomainTotal& device : result.devices) {
+    const v1::Device* named = DeviceOfDomain(after, device.domain);
+    if (named == nullptr && before != nullptr) named = DeviceOfDomain(*before, device.domain);
+    if (named == nullptr) continue;
+    device.name = named->name();
+    device.uuid = FormatUuid(named->uuid(), named->api());
+  }
   result.total_retained_bytes = host.retained_bytes;
   result.total_retained_count = host.retained_count;
   result.total_released_bytes = host.released_bytes;

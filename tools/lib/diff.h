@@ -54,23 +54,27 @@ struct DiffRow {
   uint32_t example_stack_id = 0;
   uint64_t example_stack_bytes = 0;
   v1::Kind example_kind = v1::KIND_UNSPECIFIED;
+  uint32_t example_device = 0;  // the example's Device.id (0: none)
 };
 
-// Retained bytes of one stack (of one kind and tag) of `after`: what the
-// folded and pprof outputs are made of. In aggregate mode, one per owner
-// that grew: its example stack carrying the owner's growth.
+// Retained bytes of one stack (of one kind, tag and device) of `after`:
+// what the folded and pprof outputs are made of. In aggregate mode, one per
+// owner that grew: its example stack carrying the owner's growth.
 struct StackShare {
   uint32_t stack_id = 0;
   v1::Kind kind = v1::KIND_UNSPECIFIED;
   uint32_t tag_id = 0;
   int64_t bytes = 0;  // in the measure
   int64_t count = 0;
-  ByteMeasures by;  // bytes in every measure
+  ByteMeasures by;      // bytes in every measure
+  uint32_t device = 0;  // Device.id of `after` (0: none): with the kind, its domain
 };
 
-// Per-kind growth of the KindTotals live bytes (after - before).
+// Per-kind growth of the KindTotals live bytes (after - before), in one
+// domain: a device kind's per device (CountedTotalsByDomain).
 struct KindGrowth {
   v1::Kind kind = v1::KIND_UNSPECIFIED;
+  std::string domain = "host";
   int64_t live_bytes_growth = 0;
   int64_t live_count_growth = 0;
   int64_t resident_bytes_growth = 0;  // KindTotals.resident_bytes
@@ -128,10 +132,15 @@ struct RssExplanation {
   std::string adds_up_warning;
 };
 
-// The totals of one memory domain (domain.h): the host's, or one device
-// API's. Domains are never added together.
+// The totals of one memory domain (domain.h): the host's, or one
+// device's. Domains are never added together.
 struct DomainTotal {
-  std::string domain;  // "host", "device:vulkan", ...
+  std::string domain;  // "host", "device:cuda:0", ...
+  // The device's name and UUID (FormatUuid), from `after` (or `before`,
+  // where only it lists the device); empty for the host, an API's domain, a
+  // device that did not say.
+  std::string name;
+  std::string uuid;
   int64_t retained_bytes = 0;
   int64_t retained_count = 0;
   int64_t released_bytes = 0;

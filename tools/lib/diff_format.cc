@@ -58,6 +58,17 @@ std::string JsonOwner(const Owner& owner) {
       "],\"frames\":[", absl::StrJoin(frames, ","), "]}");
 }
 
+std::string JsonStringOrNull(const std::string& text) {
+  return text.empty() ? "null" : JsonString(text);
+}
+
+// " (NAME, UUID)" after a device domain's name; "" when neither is known.
+std::string DeviceHeading(const std::string& name, const std::string& uuid) {
+  if (name.empty() && uuid.empty()) return "";
+  if (name.empty() || uuid.empty()) return absl::StrCat(" (", name, uuid, ")");
+  return absl::StrCat(" (", name, ", ", uuid, ")");
+}
+
 std::string JsonSnapshotRef(const v1::Snapshot& snapshot) {
   const v1::Header& h = snapshot.header();
   return absl::StrCat("{\"pid\":", h.pid(), ",\"exe\":", JsonString(h.exe_path()),
@@ -160,10 +171,12 @@ void AppendMeasureLine(const MeasureChoice& measure, std::string* out) {
   }
 }
 
-// A kind's growth on the "tracked" line: in the measure, and with residency
-// the other measure (and swapped bytes, when any) beside it.
+// A kind's growth on the "tracked" line (a device kind's on the "device"
+// line, after its domain): in the measure, and with residency the other
+// measure (and swapped bytes, when any) beside it.
 std::string KindGrowthText(const KindGrowth& kind, const MeasureChoice& measure) {
-  std::string text = absl::StrCat(KindName(kind.kind), " ", SignedBytes(kind.measured_growth));
+  std::string text = absl::StrCat(kind.domain == "host" ? "" : kind.domain + " ",
+                                  KindName(kind.kind), " ", SignedBytes(kind.measured_growth));
   if (!measure.residency) return text;
   const int64_t other = measure.used == Measure::kResident
                             ? kind.live_bytes_growth
@@ -218,11 +231,23 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   const char* growth = diff.before == nullptr ? "" : " growth";
   absl::StrAppend(&out, "  RSS         VmRSS ", SignedBytes(rss.vm_rss_growth), ", RssAnon+VmSwap ",
                   SignedBytes(rss.anon_swap_growth), "\n");
-  // Host kinds on the tracked line; device kinds on their own (domain.h).
+  // Host kinds on the tracked line; device kinds on their own (domain.h),
+  // each after its device's domain, in the domains' order.
   std::vector<std::string> kinds, devices;
+  std::vector<KindGrowth> device_kinds;
   for (const KindGrowth& kind : rss.tracked) {
-    (IsDeviceKind(kind.kind) ? devices : kinds).push_back(KindGrowthText(kind, diff.measure));
+    if (IsDeviceKind(kind.kind)) {
+      device_kinds.push_back(kind);
+    } else {
+      kinds.push_back(KindGrowthText(kind, diff.measure));
+    }
   }
+  std::stable_sort(device_kinds.begin(), device_kinds.end(),
+                   [](const KindGrowth& a, const KindGrowth& b) {
+                     if (a.domain != b.domain) return DomainLess(a.domain, b.domain);
+                     return a.kind < b.kind;
+                   });
+  for (const KindGrowth& kind : device_kinds) devices.push_back(KindGrowthText(kind, diff.measure));
   absl::StrAppend(&out, "  tracked     ", kinds.empty() ? "nothing" : absl::StrJoin(kinds, ", "),
                   "\n");
   if (!devices.empty()) {
@@ -339,7 +364,7 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   host.released = diff.total_released;
   section("host", host);
   for (const DomainTotal& device : diff.devices) {
-    absl::StrAppend(&out, "\n  ", device.domain,
+    absl::StrAppend(&out, "\n  ", device.domain, DeviceHeading(device.name, device.uuid),
                     ": device memory (committed when allocated: resident = allocated; not RSS)\n");
     section(device.domain, device);
   }
@@ -350,22 +375,20 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
   const RssExplanation& rss = diff.rss;
   std::vector<std::string> kinds;
   for (const KindGrowth& kind : rss.tracked) {
-    kinds.push_back(absl::StrCat("{\"kind\":", JsonString(KindName(kind.kind)),
-                                 ",\"domain\":", JsonString(DomainName(kind.kind)),
-                                 ",\"live_bytes\":", kind.live_bytes_growth,
-                                 ",\"live_count\":", kind.live_count_growth,
-                                 ",\"resident_bytes\":", kind.resident_bytes_growth,
-                                 ",\"swapped_bytes\":", kind.swapped_bytes_growth,
-                                 ",\"measured_bytes\":", kind.measured_growth, "}"));
+    kinds.push_back(absl::StrCat(
+        "{\"kind\":", JsonString(KindName(kind.kind)), ",\"domain\":", JsonString(kind.domain),
+        ",\"live_bytes\":", kind.live_bytes_growth, ",\"live_count\":", kind.live_count_growth,
+        ",\"resident_bytes\":", kind.resident_bytes_growth, ",\"swapped_bytes\":",
+        kind.swapped_bytes_growth, ",\"measured_bytes\":", kind.measured_growth, "}"));
   }
   // Device domains' totals, each apart from the host's "total".
   std::vector<std::string> devices;
   for (const DomainTotal& device : diff.devices) {
-    devices.push_back(absl::StrCat("{\"domain\":", JsonString(device.domain),
-                                   ",\"retained_bytes\":", device.retained_bytes,
-                                   ",\"retained_count\":", device.retained_count,
-                                   ",\"released_bytes\":", device.released_bytes,
-                                   ",\"released_count\":", device.released_count, "}"));
+    devices.push_back(absl::StrCat(
+        "{\"domain\":", JsonString(device.domain), ",\"name\":", JsonStringOrNull(device.name),
+        ",\"uuid\":", JsonStringOrNull(device.uuid), ",\"retained_bytes\":", device.retained_bytes,
+        ",\"retained_count\":", device.retained_count, ",\"released_bytes\":",
+        device.released_bytes, ",\"released_count\":", device.released_count, "}"));
   }
   std::vector<std::string> rows;
   const size_t shown = RowLimit(diff.rows.size(), options.top);
@@ -513,8 +536,12 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
   for (size_t i = 0; i < shown; ++i) rows.push_back(row_json(trend.rows[i], true));
   std::vector<std::string> devices;
   for (const TrendRow& device : trend.devices) {
-    devices.push_back(absl::StrCat("{\"domain\":", JsonString(device.owner.domain),
-                                   ",\"series\":", row_json(device, false), "}"));
+    const v1::Device* named = DeviceInSeries(trend.snapshots, device.owner.domain);
+    devices.push_back(absl::StrCat(
+        "{\"domain\":", JsonString(device.owner.domain),
+        ",\"name\":", named == nullptr ? "null" : JsonStringOrNull(named->name()), ",\"uuid\":",
+        named == nullptr ? "null" : JsonStringOrNull(FormatUuid(named->uuid(), named->api())),
+        ",\"series\":", row_json(device, false), "}"));
   }
   return absl::StrCat(
       "{\"schema\":\"retain-trend/1\",\"group_by\":", JsonString(GroupByName(options.by)),
@@ -597,7 +624,7 @@ ProfileSpec DiffProfile(const DiffResult& diff) {
     sample.values = {share.by.allocated, share.count};
     if (resident_type) sample.values.push_back(resident);
     sample.labels.push_back({"kind", KindName(share.kind)});
-    sample.labels.push_back({"domain", DomainName(share.kind)});
+    sample.labels.push_back({"domain", DomainName(*diff.after, share.kind, share.device)});
     if (share.tag_id != 0) {
       for (const v1::Tag& tag : diff.after->tags()) {
         if (tag.id() == share.tag_id) {

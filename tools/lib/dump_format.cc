@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "tools/lib/domain.h"
 #include "tools/lib/snapshot_reader.h"
 
 namespace retain::tool {
@@ -216,6 +217,43 @@ std::string UnwindMethodName(v1::UnwindMethod method) {
   }
 }
 
+namespace {
+
+// Live rows (any kind: pinned host memory names its device too) per
+// Device.id.
+struct DeviceUse {
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+};
+absl::flat_hash_map<uint32_t, DeviceUse> UseByDevice(const v1::Snapshot& snapshot) {
+  absl::flat_hash_map<uint32_t, DeviceUse> use;
+  if (snapshot.devices_size() == 0) return use;
+  for (const Allocation& row : FlattenAllocations(snapshot)) {
+    if (row.device == 0) continue;
+    use[row.device].bytes += row.size;
+    use[row.device].count += 1;
+  }
+  return use;
+}
+
+// "device:cuda:1": a device's domain by its own API (domain.h).
+std::string DeviceDomain(const v1::Device& device) {
+  switch (device.api()) {
+    case v1::DEVICE_API_HIP:
+      return absl::StrCat("device:hip:", device.index());
+    case v1::DEVICE_API_CUDA:
+      return absl::StrCat("device:cuda:", device.index());
+    case v1::DEVICE_API_VULKAN:
+      return absl::StrCat("device:vulkan:", device.index());
+    case v1::DEVICE_API_METAL:
+      return absl::StrCat("device:metal:", device.index());
+    default:
+      return absl::StrCat("device:unknown:", device.index());
+  }
+}
+
+}  // namespace
+
 std::string FormatDumpText(const v1::Snapshot& snapshot, const DumpOptions& options) {
   const v1::Header& h = snapshot.header();
   const v1::ProcessMemory& m = snapshot.memory();
@@ -298,6 +336,20 @@ std::string FormatDumpText(const v1::Snapshot& snapshot, const DumpOptions& opti
                         "modules, %d tags\n",
                         recorded.rows, HumanBytes(recorded.bytes), snapshot.allocations_size(),
                         snapshot.stacks_size(), snapshot.modules_size(), snapshot.tags_size());
+
+  if (snapshot.devices_size() > 0) {
+    absl::StrAppend(&out, "\nGPU devices (Snapshot.devices; live: the rows that name each)\n");
+    const absl::flat_hash_map<uint32_t, DeviceUse> use = UseByDevice(snapshot);
+    for (const v1::Device& device : snapshot.devices()) {
+      const auto it = use.find(device.id());
+      const DeviceUse live = it == use.end() ? DeviceUse() : it->second;
+      const std::string uuid = FormatUuid(device.uuid(), device.api());
+      absl::StrAppendFormat(&out, "  #%-3u %-16s %10s %6u  %s%s%s\n", device.id(),
+                            DeviceDomain(device), HumanBytes(live.bytes), live.count,
+                            device.name().empty() ? "(no name)" : device.name(),
+                            uuid.empty() ? "" : "  ", uuid);
+    }
+  }
 
   absl::StrAppend(&out, "\nShim health\n");
   absl::StrAppendFormat(
@@ -414,6 +466,22 @@ std::string FormatDumpJson(const v1::Snapshot& snapshot, const DumpOptions& opti
         {"freed_count", Num(t.freed_count())},
     }));
   }
+  std::vector<std::string> devices;
+  const absl::flat_hash_map<uint32_t, DeviceUse> use = UseByDevice(snapshot);
+  for (const v1::Device& device : snapshot.devices()) {
+    const auto it = use.find(device.id());
+    const DeviceUse live = it == use.end() ? DeviceUse() : it->second;
+    const std::string uuid = FormatUuid(device.uuid(), device.api());
+    devices.push_back(Object({
+        {"id", Num(device.id())},
+        {"domain", JsonString(DeviceDomain(device))},
+        {"index", Num(device.index())},
+        {"name", JsonString(device.name())},
+        {"uuid", uuid.empty() ? "null" : JsonString(uuid)},
+        {"live_bytes", Num(live.bytes)},
+        {"live_count", Num(live.count)},
+    }));
+  }
   const RecordedSummary recorded = Summarize(FlattenAllocations(snapshot));
   const std::string counts = Object({
       {"live_allocations", Num(recorded.rows)},
@@ -470,6 +538,7 @@ std::string FormatDumpJson(const v1::Snapshot& snapshot, const DumpOptions& opti
              {"header", header},
              {"memory", memory},
              {"totals", Array(totals)},
+             {"devices", Array(devices)},
              {"recorded", counts},
              {"health", health_json},
              {"footer", footer},

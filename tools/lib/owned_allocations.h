@@ -1,7 +1,7 @@
 // owned_allocations: the loop every engine over a snapshot runs, "each live
 // allocation, its owner, the owner's row", written once. ForEachOwnedAllocation
 // flattens a snapshot's allocation blocks and resolves each allocation's
-// owner (OwnerResolver caches per stack, kind and tag); OwnerRows keeps one
+// owner (OwnerResolver caches per stack, kind, tag and device); OwnerRows keeps one
 // row per owner key, in the order keys were first seen.
 //
 // Thread-compatible, like OwnerResolver: one resolver and its rows per
@@ -24,7 +24,8 @@ namespace retain::tool {
 // Calls visit(item, owner) for every item of `items` for which keep(item) is
 // true, in their order. Items are allocations of `snapshot` (Allocation rows,
 // e.g. CountedAllocations(snapshot)) or anything else that names a stack, a
-// kind and a tag of it (members stack_id, kind, tag_id; a StackShare).
+// kind, a tag and a device of it (members stack_id, kind, tag_id, device; a
+// StackShare).
 // Owners are resolved only for the kept ones, so a filter also spares the
 // symbolizer.
 //   Keep:  bool(const Item&)
@@ -34,7 +35,7 @@ void ForEachOwnedAllocationIf(const v1::Snapshot& snapshot, const Items& items,
                               OwnerResolver& owners, Keep&& keep, Visit&& visit) {
   for (const auto& item : items) {
     if (!keep(item)) continue;
-    visit(item, owners.Resolve(snapshot, item.stack_id, item.kind, item.tag_id));
+    visit(item, owners.Resolve(snapshot, item.stack_id, item.kind, item.tag_id, item.device));
   }
 }
 

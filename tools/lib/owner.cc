@@ -246,16 +246,16 @@ const v1::Category* OwnerResolver::CategoryOf(const std::vector<std::string>& na
 }
 
 const Owner& OwnerResolver::Resolve(const v1::Snapshot& snapshot, uint32_t stack_id, v1::Kind kind,
-                                    uint32_t tag_id) {
+                                    uint32_t tag_id, uint32_t device) {
   std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(&snapshot), ":", stack_id, ":",
-                                 static_cast<int>(kind), ":", tag_id);
+                                 static_cast<int>(kind), ":", tag_id, ":", device);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
-  return cache_.emplace(key, Compute(snapshot, stack_id, kind, tag_id)).first->second;
+  return cache_.emplace(key, Compute(snapshot, stack_id, kind, tag_id, device)).first->second;
 }
 
 Owner OwnerResolver::Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1::Kind kind,
-                             uint32_t tag_id) {
+                             uint32_t tag_id, uint32_t device) {
   Owner owner;
   std::vector<FlatFrame> flat;
   if (const v1::Stack* stack = FindStack(snapshot, stack_id)) {
@@ -336,7 +336,7 @@ Owner OwnerResolver::Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1
       break;
   }
   if (IsDeviceKind(kind)) {
-    owner.domain = DomainName(kind);
+    owner.domain = DomainName(snapshot, kind, device);
     absl::StrAppend(&owner.key, " @", owner.domain);
   }
   return owner;

@@ -60,8 +60,9 @@ struct OwnerOptions {
 struct Owner {
   std::string key;      // what rows are grouped by
   std::string display;  // how the row is shown
-  // "host", or the device domain of a device kind ("device:vulkan",
-  // domain.h). Part of the key: host and device bytes never share a row.
+  // "host", or the device domain of a device kind's row ("device:cuda:1",
+  // or "device:cuda" for a row that names no device; domain.h). Part of the
+  // key: host bytes and each device's never share a row.
   std::string domain = "host";
   std::string category;  // matching --rules category, or empty
   bool bounded = false;  // the category says it is a cache by design
@@ -78,9 +79,10 @@ class OwnerResolver {
   static absl::StatusOr<std::unique_ptr<OwnerResolver>> Create(Symbolizer& symbolizer,
                                                                OwnerOptions options);
 
-  // The owner of an allocation with stack `stack_id` (0: none) of `snapshot`.
+  // The owner of an allocation with stack `stack_id` (0: none) of `snapshot`,
+  // on device `device` (a Device.id of the snapshot; 0: none).
   const Owner& Resolve(const v1::Snapshot& snapshot, uint32_t stack_id, v1::Kind kind,
-                       uint32_t tag_id);
+                       uint32_t tag_id, uint32_t device = 0);
 
   const OwnerOptions& options() const { return options_; }
   // The first --rules category one of whose regexes matches one of `names`
@@ -106,7 +108,8 @@ class OwnerResolver {
   };
   OwnerResolver(Symbolizer& symbolizer, OwnerOptions options)
       : symbolizer_(symbolizer), options_(std::move(options)) {}
-  Owner Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1::Kind kind, uint32_t tag_id);
+  Owner Compute(const v1::Snapshot& snapshot, uint32_t stack_id, v1::Kind kind, uint32_t tag_id,
+                uint32_t device);
   bool IsPlumbing(const std::string& function);
   bool IsCgoPlumbing(const std::string& function, const std::string& location) const;
 
@@ -116,7 +119,7 @@ class OwnerResolver {
   std::vector<std::regex> cgo_skip_;
   std::vector<CompiledCategory> categories_;
   absl::flat_hash_map<std::string, bool> plumbing_cache_;
-  // Keyed by (snapshot address, stack id, kind, tag).
+  // Keyed by (snapshot address, stack id, kind, tag, device).
   absl::flat_hash_map<std::string, Owner> cache_;
 };
 

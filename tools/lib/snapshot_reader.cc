@@ -253,6 +253,7 @@ absl::Status ValidateBlock(absl::string_view name, int block_index, const v1::Al
       {"attribution", b.attribution_size(), true},
       {"resident_bytes", b.resident_bytes_size(), true},
       {"swapped_bytes", b.swapped_bytes_size(), true},
+      {"device", b.device_size(), true},
   };
   for (const Column& column : columns) {
     if (absl::Status s =
@@ -422,6 +423,7 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
     const bool has_attribution = block.attribution_size() > 0;
     const bool has_resident = block.resident_bytes_size() > 0;
     const bool has_swapped = block.swapped_bytes_size() > 0;
+    const bool has_device = block.device_size() > 0;
     // Each block restarts from an absolute address, so blocks can be
     // written (and read) independently.
     uint64_t address = 0;
@@ -442,6 +444,7 @@ std::vector<Allocation> FlattenAllocations(const v1::Snapshot& snapshot) {
       row.attribution = has_attribution ? block.attribution(i) : v1::ATTRIBUTION_NONE;
       row.resident_bytes = has_resident ? block.resident_bytes(i) : 0;
       row.swapped_bytes = has_swapped ? block.swapped_bytes(i) : 0;
+      row.device = has_device ? block.device(i) : 0;
       if (row.size != row.recorded_size && row.recorded_size != 0) {
         // A sampled row stands for size / recorded_size allocations like it.
         const double scale = static_cast<double>(row.size) / static_cast<double>(row.recorded_size);

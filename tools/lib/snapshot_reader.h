@@ -39,6 +39,9 @@ struct Allocation {
   uint32_t tag_id = 0;
   uint64_t flags = 0;
   v1::Attribution attribution = v1::ATTRIBUTION_NONE;  // how tag_id was chosen
+  // The GPU device the memory is on: a Device.id of Snapshot.devices
+  // (AllocationBlock.device); 0 for none, and in snapshots of older shims.
+  uint32_t device = 0;
   // A GPU allocation made of host memory (Snapshot.gpu_backings), read as
   // one row: kind KIND_GPU_DRIVER_HOST, the GPU row's address, size, stack,
   // birth and tag, the resident and swapped bytes of its host blocks, and

@@ -22,7 +22,16 @@ std::shared_ptr<const v1::Snapshot> Summary(const v1::Snapshot& snapshot) {
   *summary->mutable_memory() = snapshot.memory();
   *summary->mutable_health() = snapshot.health();
   *summary->mutable_totals() = snapshot.totals();
+  *summary->mutable_devices() = snapshot.devices();
   return summary;
+}
+
+const v1::Device* DeviceInSeries(const std::vector<const v1::Snapshot*>& snapshots,
+                                 const std::string& domain) {
+  for (auto it = snapshots.rbegin(); it != snapshots.rend(); ++it) {
+    if (const v1::Device* device = DeviceOfDomain(**it, domain)) return device;
+  }
+  return nullptr;
 }
 
 namespace {
@@ -77,18 +86,19 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot, absl::string_view n
   // resident estimate is the allocated one scaled by the resident fraction).
   const uint64_t interval = snapshot.header().sample_interval_bytes();
   Measured sampled_heap;  // estimated heap bytes, for the tracked line
-  // (stack id, kind, tag) -> row, for this snapshot.
-  absl::flat_hash_map<std::tuple<uint32_t, int, uint32_t>, size_t> local;
+  // (stack id, kind, tag, device) -> row, for this snapshot.
+  absl::flat_hash_map<std::tuple<uint32_t, int, uint32_t, uint32_t>, size_t> local;
   std::string key;
   for (const Allocation& a : CountedAllocations(snapshot)) {
     const uint32_t tag = by_tag ? a.tag_id : 0;
     auto [slot, fresh] =
-        local.emplace(std::make_tuple(a.stack_id, static_cast<int>(a.kind), tag), 0);
+        local.emplace(std::make_tuple(a.stack_id, static_cast<int>(a.kind), tag, a.device), 0);
     if (fresh) {
       key.clear();
       AppendRaw(&key, table_id);
       AppendRaw(&key, static_cast<uint64_t>(a.kind));
-      AppendRaw(&key, tag);  // --by tag: tag ids are per process, stable across snapshots
+      AppendRaw(&key, tag);       // --by tag: tag ids are per process, stable across snapshots
+      AppendRaw(&key, a.device);  // device ids too (record/gpu_devices.h in the shim)
       auto stack = stacks.find(a.stack_id);
       if (stack != stacks.end()) {
         for (uint64_t frame : stack->second->frames()) AppendRaw(&key, frame);
@@ -97,7 +107,7 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot, absl::string_view n
       if (known != row_of_stack_.end()) {
         slot->second = known->second;
       } else {
-        const Owner& owner = owners_.Resolve(snapshot, a.stack_id, a.kind, a.tag_id);
+        const Owner& owner = owners_.Resolve(snapshot, a.stack_id, a.kind, a.tag_id, a.device);
         auto [it, inserted] = row_of_key_.emplace(owner.key, owners_of_rows_.size());
         if (inserted) {
           owners_of_rows_.push_back(owner);
@@ -135,12 +145,12 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot, absl::string_view n
   }
   // The tracked line: the shim's totals, but a sampled snapshot's heap
   // totals count the recorded bytes only: the estimate replaces them.
-  // Device memory is a line per domain of its own (domain.h), never added
+  // Device memory is a line per device of its own (domain.h), never added
   // to the host's.
-  for (const v1::KindTotals& totals : CountedTotals(snapshot)) {
+  for (const DomainKindTotals& split : CountedTotalsByDomain(snapshot)) {
+    const v1::KindTotals& totals = split.totals;
     if (interval != 0 && totals.kind() == v1::KIND_HEAP) continue;
-    Measured& line =
-        IsDeviceKind(totals.kind()) ? column.devices[DomainName(totals.kind())] : column.tracked;
+    Measured& line = split.domain != "host" ? column.devices[split.domain] : column.tracked;
     line.allocated += static_cast<int64_t>(totals.live_bytes());
     line.resident += static_cast<int64_t>(MeasuredLiveBytes(totals, Measure::kResident));
   }
@@ -255,13 +265,17 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
   fit_row(result.rss, kRssMinStep);
   fit_row(result.anon, kRssMinStep);
   fit_row(result.tracked);
-  std::set<std::string> domains;
+  std::set<std::string, decltype(&DomainLess)> domains(&DomainLess);
   for (const Column& column : columns_) {
     for (const auto& [domain, line] : column.devices) domains.insert(domain);
   }
   for (const std::string& domain : domains) {
     TrendRow& line = result.devices.emplace_back();
-    line.owner.display = absl::StrCat("tracked ", domain);
+    const v1::Device* device = DeviceInSeries(result.snapshots, domain);
+    line.owner.display = absl::StrCat("tracked ", domain,
+                                      device != nullptr && !device->name().empty()
+                                          ? absl::StrCat(" (", device->name(), ")")
+                                          : "");
     line.owner.domain = domain;
     fill(line, [&](size_t c) -> const Measured& {
       auto it = columns_[c].devices.find(domain);

@@ -65,8 +65,8 @@ struct TrendResult {
   TrendRow rss;      // VmRSS
   TrendRow anon;     // RssAnon + VmSwap
   TrendRow tracked;  // all live tracked host bytes, in the measure
-  // All live device memory per device domain ("tracked device:vulkan"),
-  // by domain name; apart from `tracked` (domain.h).
+  // All live device memory per device domain ("tracked device:cuda:0
+  // (NVIDIA H200)"), in DomainLess order; apart from `tracked` (domain.h).
   std::vector<TrendRow> devices;
   std::vector<TrendRow> rows;  // by growth, descending
 };
@@ -79,8 +79,14 @@ struct TrendResult {
 // is resolved to its owner once for the whole series, not once per
 // snapshot: symbolizing and --rules regexes cost per distinct stack.
 // What a trend keeps of a snapshot once its rows are counted: the header,
-// process memory, health and per-kind totals (no rows, stacks or tags).
+// process memory, health, per-kind totals and devices (no rows, stacks or
+// tags).
 std::shared_ptr<const v1::Snapshot> Summary(const v1::Snapshot& snapshot);
+
+// The device whose domain is `domain` ("device:cuda:1") in the last of
+// `snapshots` that lists it, or nullptr.
+const v1::Device* DeviceInSeries(const std::vector<const v1::Snapshot*>& snapshots,
+                                 const std::string& domain);
 
 class TrendBuilder {
  public:

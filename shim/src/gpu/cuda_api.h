@@ -41,6 +41,33 @@ inline constexpr cudaError_t kCudartErrorInitialization = 3;  // cudaErrorInitia
 using cudaStream_t = void*;                                   // struct CUstream_st*
 using cudaMemPool_t = void*;                                  // struct CUmemPoolHandle_st*
 
+// The device queries a record's device is read with (gpu/cuda_device.cc),
+// never interposed. A CUdevice is the driver's handle of a device; the
+// NVIDIA driver numbers them as the device ordinals (cuDeviceGet(&d, i)
+// gives d == i), which the shim relies on to name a device by its ordinal.
+using CUdevice = int;
+using cudaGetDevice_fn = cudaError_t (*)(int* device);
+using cuCtxGetDevice_fn = CUresult (*)(CUdevice* device);
+using cuDeviceGet_fn = CUresult (*)(CUdevice* device, int ordinal);
+using cuDeviceGetName_fn = CUresult (*)(char* name, int length, CUdevice device);
+// CUuuid is a struct of 16 bytes (char bytes[16]).
+using cuDeviceGetUuid_fn = CUresult (*)(void* uuid, CUdevice device);
+
+// The leading members of CUmemAllocationProp, the same from CUDA 10.2 to
+// 13: the allocation type, the requested handle types and the location
+// (CUmemLocation: a CUmemLocationType and an id, the device ordinal for a
+// device location).
+struct CUmemAllocationPropHead {
+  int type;
+  int requested_handle_types;
+  int location_type;
+  int location_id;
+};
+inline constexpr int kCuMemLocationTypeDevice = 1;       // CU_MEM_LOCATION_TYPE_DEVICE
+inline constexpr int kCuMemLocationTypeHost = 2;         // CU_MEM_LOCATION_TYPE_HOST
+inline constexpr int kCuMemLocationTypeHostNuma = 3;     // CU_MEM_LOCATION_TYPE_HOST_NUMA
+inline constexpr int kCuMemLocationTypeHostNumaNow = 4;  // ..._HOST_NUMA_CURRENT
+
 // Every CUDA entry point the shim interposes, once. From these two lists
 // come the exported hooks (gpu/cuda_hooks.cc), the CudaEntry enum, the
 // cuda_impl declarations and the entry table (gpu/cuda_impl.{h,cc}), the

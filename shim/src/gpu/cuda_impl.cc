@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "gpu/cuda_device.h"
 #include "gpu/gpu_hook.h"
 #include "gpu/runtime_lookup.h"
 #include "record/gpu_recorder.h"
@@ -97,12 +98,23 @@ static_assert(EntriesInOrder(), "kEntries must list every CudaEntry, in order");
 
 bool SameName(const char* a, const char* b) { return b != nullptr && strcmp(a, b) == 0; }
 
+// Which device an allocation call's memory is on (gpu/cuda_device.h),
+// asked once the call succeeded: the runtime's current device, the current
+// context's, or cuMemCreate's location (a callable).
+struct RuntimeDevice {
+  uint8_t operator()() const { return CudaRuntimeDevice(); }
+};
+struct ContextDevice {
+  uint8_t operator()() const { return CudaContextDevice(); }
+};
+
 // The bookkeeping after a successful allocation (outermost call only).
-void Record(uintptr_t key, uint64_t size, Kind kind, unsigned int flags) {
+template <typename Device>
+void Record(uintptr_t key, uint64_t size, Kind kind, unsigned int flags, Device device) {
   if (key == 0) return;
   int saved = errno;
   if (HookReady()) {
-    RecordGpuAlloc(GpuApi::kCuda, key, size, kind, static_cast<uint16_t>(flags & 0xffff));
+    RecordGpuAlloc(GpuApi::kCuda, key, size, kind, static_cast<uint16_t>(flags & 0xffff), device());
   }
   errno = saved;
 }
@@ -113,16 +125,18 @@ uintptr_t Key(unsigned long long value) { return static_cast<uintptr_t>(value); 
 // An allocation call: `call` runs the real function; on success (0 for
 // both APIs) the key it stored in *out is recorded with `size`: the byte
 // count, or a callable that computes it once the call has succeeded (the
-// pitched calls only know their size from the pitch they return).
-template <typename R, typename Out, typename Call, typename Size>
-R Allocate(Call call, const Out* out, Size size, Kind kind, unsigned int flags) {
+// pitched calls only know their size from the pitch they return), on the
+// device `device()` answers then.
+template <typename R, typename Device, typename Out, typename Call, typename Size>
+R Allocate(Call call, const Out* out, Size size, Kind kind, unsigned int flags,
+           Device device = Device()) {
   GpuCall guard;
   R result = call();
   if (guard.records() && result == 0 && out != nullptr) {
     if constexpr (std::is_invocable_v<Size>) {
-      Record(Key(*out), size(), kind, flags);
+      Record(Key(*out), size(), kind, flags, device);
     } else {
-      Record(Key(*out), size, kind, flags);
+      Record(Key(*out), size, kind, flags, device);
     }
   }
   return result;
@@ -228,8 +242,8 @@ void* CudaExportedReal(CudaEntry entry) {
 namespace cuda_impl {
 
 cudaError_t Malloc(cudaMalloc_fn real, void** dev_ptr, size_t size) {
-  return Allocate<cudaError_t>([&] { return real(dev_ptr, size); }, dev_ptr, size,
-                               Kind::kCudaDevice, 0);
+  return Allocate<cudaError_t, RuntimeDevice>([&] { return real(dev_ptr, size); }, dev_ptr, size,
+                                              Kind::kCudaDevice, 0);
 }
 
 cudaError_t Free(cudaFree_fn real, void* dev_ptr) {
@@ -237,12 +251,13 @@ cudaError_t Free(cudaFree_fn real, void* dev_ptr) {
 }
 
 cudaError_t MallocHost(cudaMallocHost_fn real, void** ptr, size_t size) {
-  return Allocate<cudaError_t>([&] { return real(ptr, size); }, ptr, size, Kind::kCudaHost, 0);
+  return Allocate<cudaError_t, RuntimeDevice>([&] { return real(ptr, size); }, ptr, size,
+                                              Kind::kCudaHost, 0);
 }
 
 cudaError_t HostAlloc(cudaHostAlloc_fn real, void** host, size_t size, unsigned int flags) {
-  return Allocate<cudaError_t>([&] { return real(host, size, flags); }, host, size, Kind::kCudaHost,
-                               flags);
+  return Allocate<cudaError_t, RuntimeDevice>([&] { return real(host, size, flags); }, host, size,
+                                              Kind::kCudaHost, flags);
 }
 
 cudaError_t FreeHost(cudaFreeHost_fn real, void* ptr) {
@@ -251,13 +266,13 @@ cudaError_t FreeHost(cudaFreeHost_fn real, void* ptr) {
 
 cudaError_t MallocManaged(cudaMallocManaged_fn real, void** dev_ptr, size_t size,
                           unsigned int flags) {
-  return Allocate<cudaError_t>([&] { return real(dev_ptr, size, flags); }, dev_ptr, size,
-                               Kind::kCudaManaged, 0);
+  return Allocate<cudaError_t, RuntimeDevice>([&] { return real(dev_ptr, size, flags); }, dev_ptr,
+                                              size, Kind::kCudaManaged, 0);
 }
 
 cudaError_t MallocAsync(cudaMallocAsync_fn real, void** dev_ptr, size_t size, cudaStream_t stream) {
-  return Allocate<cudaError_t>([&] { return real(dev_ptr, size, stream); }, dev_ptr, size,
-                               Kind::kCudaDevice, 0);
+  return Allocate<cudaError_t, RuntimeDevice>([&] { return real(dev_ptr, size, stream); }, dev_ptr,
+                                              size, Kind::kCudaDevice, 0);
 }
 
 cudaError_t FreeAsync(cudaFreeAsync_fn real, void* dev_ptr, cudaStream_t stream) {
@@ -266,19 +281,20 @@ cudaError_t FreeAsync(cudaFreeAsync_fn real, void* dev_ptr, cudaStream_t stream)
 
 cudaError_t MallocPitch(cudaMallocPitch_fn real, void** dev_ptr, size_t* pitch, size_t width,
                         size_t height) {
-  return Allocate<cudaError_t>([&] { return real(dev_ptr, pitch, width, height); }, dev_ptr,
-                               [&] { return PitchedBytes(pitch, height); }, Kind::kCudaDevice, 0);
+  return Allocate<cudaError_t, RuntimeDevice>([&] { return real(dev_ptr, pitch, width, height); },
+                                              dev_ptr, [&] { return PitchedBytes(pitch, height); },
+                                              Kind::kCudaDevice, 0);
 }
 
 cudaError_t MallocFromPoolAsync(cudaMallocFromPoolAsync_fn real, void** ptr, size_t size,
                                 cudaMemPool_t mem_pool, cudaStream_t stream) {
-  return Allocate<cudaError_t>([&] { return real(ptr, size, mem_pool, stream); }, ptr, size,
-                               Kind::kCudaDevice, 0);
+  return Allocate<cudaError_t, RuntimeDevice>([&] { return real(ptr, size, mem_pool, stream); },
+                                              ptr, size, Kind::kCudaDevice, 0);
 }
 
 CUresult MemAlloc(cuMemAlloc_v2_fn real, CUdeviceptr* dptr, size_t bytesize) {
-  return Allocate<CUresult>([&] { return real(dptr, bytesize); }, dptr, bytesize, Kind::kCudaDevice,
-                            0);
+  return Allocate<CUresult, ContextDevice>([&] { return real(dptr, bytesize); }, dptr, bytesize,
+                                           Kind::kCudaDevice, 0);
 }
 
 CUresult MemFree(cuMemFree_v2_fn real, CUdeviceptr dptr) {
@@ -286,12 +302,13 @@ CUresult MemFree(cuMemFree_v2_fn real, CUdeviceptr dptr) {
 }
 
 CUresult MemAllocHost(cuMemAllocHost_v2_fn real, void** pp, size_t bytesize) {
-  return Allocate<CUresult>([&] { return real(pp, bytesize); }, pp, bytesize, Kind::kCudaHost, 0);
+  return Allocate<CUresult, ContextDevice>([&] { return real(pp, bytesize); }, pp, bytesize,
+                                           Kind::kCudaHost, 0);
 }
 
 CUresult MemHostAlloc(cuMemHostAlloc_fn real, void** pp, size_t bytesize, unsigned int flags) {
-  return Allocate<CUresult>([&] { return real(pp, bytesize, flags); }, pp, bytesize,
-                            Kind::kCudaHost, flags);
+  return Allocate<CUresult, ContextDevice>([&] { return real(pp, bytesize, flags); }, pp, bytesize,
+                                           Kind::kCudaHost, flags);
 }
 
 CUresult MemFreeHost(cuMemFreeHost_fn real, void* p) {
@@ -300,14 +317,22 @@ CUresult MemFreeHost(cuMemFreeHost_fn real, void* p) {
 
 CUresult MemAllocManaged(cuMemAllocManaged_fn real, CUdeviceptr* dptr, size_t bytesize,
                          unsigned int flags) {
-  return Allocate<CUresult>([&] { return real(dptr, bytesize, flags); }, dptr, bytesize,
-                            Kind::kCudaManaged, 0);
+  return Allocate<CUresult, ContextDevice>([&] { return real(dptr, bytesize, flags); }, dptr,
+                                           bytesize, Kind::kCudaManaged, 0);
 }
 
 CUresult MemCreate(cuMemCreate_fn real, CUmemGenericAllocationHandle* handle, size_t size,
                    const CUmemAllocationProp* prop, unsigned long long flags) {
-  return Allocate<CUresult>([&] { return real(handle, size, prop, flags); }, handle, size,
-                            Kind::kCudaDevice, 0);
+  GpuCall guard;
+  CUresult result = real(handle, size, prop, flags);
+  if (guard.records() && result == kCudaSuccess && handle != nullptr) {
+    // The properties say where the memory is (read once the call accepted
+    // them): a device, by its ordinal, or the host (CUDA 12.2+: pinned host
+    // memory, in the host domain).
+    const Kind kind = CudaPropIsHost(prop) ? Kind::kCudaHost : Kind::kCudaDevice;
+    Record(Key(*handle), size, kind, 0, [prop] { return CudaPropDevice(prop); });
+  }
+  return result;
 }
 
 CUresult MemRelease(cuMemRelease_fn real, CUmemGenericAllocationHandle handle) {
@@ -327,8 +352,8 @@ CUresult MemUnmap(cuMemUnmap_fn real, CUdeviceptr ptr, size_t size) {
 
 CUresult MemAllocAsync(cuMemAllocAsync_fn real, CUdeviceptr* dptr, size_t bytesize,
                        CUstream stream) {
-  return Allocate<CUresult>([&] { return real(dptr, bytesize, stream); }, dptr, bytesize,
-                            Kind::kCudaDevice, 0);
+  return Allocate<CUresult, ContextDevice>([&] { return real(dptr, bytesize, stream); }, dptr,
+                                           bytesize, Kind::kCudaDevice, 0);
 }
 
 CUresult MemFreeAsync(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stream) {
@@ -337,15 +362,15 @@ CUresult MemFreeAsync(cuMemFreeAsync_fn real, CUdeviceptr dptr, CUstream stream)
 
 CUresult MemAllocPitch(cuMemAllocPitch_v2_fn real, CUdeviceptr* dptr, size_t* pitch,
                        size_t width_in_bytes, size_t height, unsigned int element_size_bytes) {
-  return Allocate<CUresult>(
+  return Allocate<CUresult, ContextDevice>(
       [&] { return real(dptr, pitch, width_in_bytes, height, element_size_bytes); }, dptr,
       [&] { return PitchedBytes(pitch, height); }, Kind::kCudaDevice, 0);
 }
 
 CUresult MemAllocFromPoolAsync(cuMemAllocFromPoolAsync_fn real, CUdeviceptr* dptr, size_t bytesize,
                                CUmemoryPool pool, CUstream stream) {
-  return Allocate<CUresult>([&] { return real(dptr, bytesize, pool, stream); }, dptr, bytesize,
-                            Kind::kCudaDevice, 0);
+  return Allocate<CUresult, ContextDevice>([&] { return real(dptr, bytesize, pool, stream); }, dptr,
+                                           bytesize, Kind::kCudaDevice, 0);
 }
 
 CUresult GetProcAddress(cuGetProcAddress_fn real, const char* symbol, void** pfn, int cuda_version,

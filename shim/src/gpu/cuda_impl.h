@@ -27,6 +27,9 @@
 // calls' size is *pitch * height, saturating), cuda-host (cudaMallocHost,
 // cudaHostAlloc, cuMemAllocHost_v2, cuMemHostAlloc; flags = the call's flags
 // argument, low 16 bits), cuda-managed (cudaMallocManaged, cuMemAllocManaged).
+// cuMemCreate of a host location (CUDA 12.2+) is cuda-host. Each record's
+// device: gpu/cuda_device.h (runtime calls the current device, driver calls
+// the current context's, cuMemCreate its location).
 // All in the GpuApi::kCuda table, keyed by the pointer returned, except
 // cuMemCreate: keyed by its CUmemGenericAllocationHandle (the physical
 // allocation), removed by cuMemRelease. cuMemMap/cuMemUnmap only map that

@@ -52,6 +52,42 @@ struct hipExtent {
   size_t depth;
 };
 
+// The device queries a record's device is read with (gpu/hip_device.cc),
+// never interposed. A hipDevice_t is the runtime's handle of a device
+// (hipDeviceGet); HIP numbers them as the ordinals.
+using hipDevice_t = int;
+struct hipUUID {
+  char bytes[16];
+};
+using hipGetDevice_fn = hipError_t (*)(int* deviceId);
+using hipDeviceGet_fn = hipError_t (*)(hipDevice_t* device, int ordinal);
+using hipDeviceGetName_fn = hipError_t (*)(char* name, int len, hipDevice_t device);
+using hipDeviceGetUuid_fn = hipError_t (*)(hipUUID* uuid, hipDevice_t device);
+using hipRuntimeGetVersion_fn = hipError_t (*)(int* runtimeVersion);
+
+// hipMemAllocationProp changed layout between ROCm releases: ROCm 5.2's
+// (this file's reference, checked against its header) begins with the
+// compression type, then the location; ROCm 6's begins like CUDA's
+// CUmemAllocationProp (type, handle types, location). Their leading members:
+struct hipMemLocation {
+  int type;  // hipMemLocationType
+  int id;    // the device ordinal for hipMemLocationTypeDevice
+};
+struct hipMemAllocationPropR0502Head {
+  unsigned char compressionType;
+  hipMemLocation location;
+};
+struct hipMemAllocationPropR0600Head {
+  int type;
+  int requestedHandleTypes;
+  hipMemLocation location;
+};
+inline constexpr int hipMemLocationTypeDevice = 1;
+// hipRuntimeGetVersion's value (HIP_VERSION: major * 10000000 + minor *
+// 100000 + patch) of the first ROCm 5.3 and ROCm 6.0 runtimes.
+inline constexpr int kHipVersion0503 = 50300000;
+inline constexpr int kHipVersion0600 = 60000000;
+
 // Every HIP function the shim interposes, once: X(name, parameter list).
 // All return hipError_t. The hooks' definitions are checked against this
 // list (gpu/hip_hooks.cc), and this list against the real header.

@@ -16,7 +16,8 @@
 // the allocation handle for hipMemCreate: hipMemMap maps such a handle into
 // a reserved range and is not counted again; hipMemRelease removes it.
 // Pitched allocations are recorded with the size they occupy (pitch *
-// height [* depth]); hipMallocAsync/hipFreeAsync count at call time.
+// height [* depth]); hipMallocAsync/hipFreeAsync count at call time. Each
+// record's device is asked once the call succeeded (gpu/hip_device.h).
 //
 // When no HIP runtime is loaded at all (the program found these hooks with
 // dlsym(RTLD_DEFAULT, ...) while probing for HIP), every hook returns
@@ -33,6 +34,7 @@
 
 #include "gpu/gpu_hook.h"
 #include "gpu/hip_api.h"
+#include "gpu/hip_device.h"
 #include "gpu/runtime_lookup.h"
 #include "record/gpu_recorder.h"
 #include "record/hook_shape.h"
@@ -93,14 +95,19 @@ struct Allocated {
 
 // An allocation call: runs `real` inside a GpuCall and, when it succeeded
 // and is the thread's outermost GPU call, records what `result` reads back
-// from its out-parameters (only then: they are the runtime's to fill).
+// from its out-parameters (only then: they are the runtime's to fill), on
+// the device the memory is on (gpu/hip_device.h): the current device, or
+// for hipMemCreate the location in its properties `prop`.
 template <typename RealCall, typename Result>
-hipError_t Allocate(RealCall real, Result result) {
+hipError_t Allocate(RealCall real, Result result, const hipMemAllocationProp* prop = nullptr) {
   GpuCall call;
   hipError_t error = real();
   if (error == hipSuccess && call.records() && HookReady()) {
     const Allocated a = result();
-    RecordGpuAlloc(GpuApi::kHip, a.handle, a.size, a.kind, a.flags);
+    if (a.handle != 0) {
+      const uint8_t device = prop != nullptr ? HipPropDevice(prop) : HipCurrentDevice();
+      RecordGpuAlloc(GpuApi::kHip, a.handle, a.size, a.kind, a.flags, device);
+    }
   }
   return error;
 }
@@ -283,7 +290,8 @@ RETAIN_EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t* handle, s
                   [&] {
                     const uintptr_t key = handle != nullptr ? Address(*handle) : 0;
                     return Allocated{key, size, Kind::kHipDevice, 0};
-                  });
+                  },
+                  prop);
 }
 
 RETAIN_EXPORT hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle) {

@@ -38,6 +38,13 @@ struct VulkanInstanceEntry {
   PFN_vkGetInstanceProcAddr next_get_instance_proc_addr;
   PFN_vkDestroyInstance destroy_instance;
   PFN_vkGetPhysicalDeviceMemoryProperties get_memory_properties;
+  // What names a device (record/gpu_devices.h): its index in the
+  // enumeration, its properties, and (null unless the instance is Vulkan
+  // 1.1 or enabled VK_KHR_get_physical_device_properties2) the properties
+  // that carry its UUID.
+  PFN_vkEnumeratePhysicalDevices enumerate_physical_devices;
+  PFN_vkGetPhysicalDeviceProperties get_properties;
+  PFN_vkGetPhysicalDeviceProperties2 get_properties2;
 };
 
 struct VulkanDeviceEntry {
@@ -50,6 +57,8 @@ struct VulkanDeviceEntry {
   // Index of the entry in the table (set by AddVulkanDevice); it tells
   // apart equal VkDeviceMemory values of different devices (gpu/vulkan_hooks.cc).
   uint32_t slot;
+  // The physical device's id in record/gpu_devices.h (0: not known).
+  uint8_t device_id;
   uint32_t memory_type_count;
   // Per memory type: the AllocationBlock.flags value, type index |
   // (VkMemoryPropertyFlags & 0xff) << 8.

@@ -21,6 +21,14 @@
 // VK_LAYER_LINK_INFO: take the next vkGet*ProcAddr, advance pLayerInfo, call
 // down). Everything else is the next layer's function, returned as is.
 //
+// Devices: vkCreateDevice registers its physical device (record/gpu_devices.h)
+// as its index in the instance's vkEnumeratePhysicalDevices order (the
+// order the program sees: the loader sorts below the layers), with
+// VkPhysicalDeviceProperties.deviceName and, on a Vulkan 1.1 instance (or
+// one with VK_KHR_get_physical_device_properties2), the deviceUUID of
+// VkPhysicalDeviceIDProperties; every allocation of that VkDevice records
+// that device.
+//
 // Records: kind vulkan-device, size = allocationSize, flags = memory type
 // index | (VkMemoryPropertyFlags & 0xff) << 8 (bit 8 device-local, bit 9
 // host-visible; bits above 0x80 — RDMA_CAPABLE_NV — do not fit the 16-bit
@@ -49,6 +57,7 @@
 #include "base/thread_state.h"
 #include "gpu/vulkan_dispatch.h"
 #include "gpu/vulkan_manifest.h"
+#include "record/gpu_devices.h"
 #include "record/gpu_recorder.h"
 #include "record/kinds.h"
 #include "record/live_table.h"
@@ -104,6 +113,65 @@ void WarnTableFullOnce(const char* what) {
   }
 }
 
+// True when the instance will have vkGetPhysicalDeviceProperties2 (core
+// from Vulkan 1.1) or its KHR form enabled: only then may it be called.
+bool HasProperties2(const VkInstanceCreateInfo* info, bool* khr) {
+  *khr = false;
+  if (info == nullptr) return false;
+  for (uint32_t i = 0; i < info->enabledExtensionCount; ++i) {
+    const char* name = info->ppEnabledExtensionNames[i];
+    if (name != nullptr && strcmp(name, "VK_KHR_get_physical_device_properties2") == 0) {
+      *khr = true;
+    }
+  }
+  const uint32_t version =
+      info->pApplicationInfo != nullptr ? info->pApplicationInfo->apiVersion : 0;
+  return *khr || version >= VK_API_VERSION_1_1;
+}
+
+// The id (record/gpu_devices.h) of `physical`, a physical device of
+// `instance`: registered with its enumeration index, name and UUID the
+// first time. 0 when the instance's functions are missing or it does not
+// enumerate `physical`. The queries are the layer's own: not the program's
+// memory.
+uint8_t PhysicalDeviceId(const VulkanInstanceEntry& instance, VkPhysicalDevice physical) {
+  if (instance.enumerate_physical_devices == nullptr || instance.get_properties == nullptr) {
+    return 0;
+  }
+  BusyScope busy;
+  constexpr uint32_t kMaxPhysicalDevices = 64;
+  VkPhysicalDevice devices[kMaxPhysicalDevices];
+  uint32_t count = kMaxPhysicalDevices;
+  const VkResult listed = instance.enumerate_physical_devices(instance.instance, &count, devices);
+  if (listed != VK_SUCCESS && listed != VK_INCOMPLETE) return 0;
+  int32_t index = -1;
+  for (uint32_t i = 0; i < count && i < kMaxPhysicalDevices; ++i) {
+    if (devices[i] == physical) index = static_cast<int32_t>(i);
+  }
+  if (index < 0) return 0;
+  if (uint8_t known = FindGpuDevice(GpuApi::kVulkan, index)) return known;
+  GpuDeviceInfo info{};
+  info.api = GpuApi::kVulkan;
+  info.index = index;
+  VkPhysicalDeviceProperties properties{};
+  instance.get_properties(physical, &properties);
+  static_assert(sizeof(info.name) >= VK_MAX_PHYSICAL_DEVICE_NAME_SIZE);
+  memcpy(info.name, properties.deviceName, VK_MAX_PHYSICAL_DEVICE_NAME_SIZE);
+  info.name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE - 1] = '\0';
+  if (instance.get_properties2 != nullptr && properties.apiVersion >= VK_API_VERSION_1_1) {
+    VkPhysicalDeviceIDProperties ids{};
+    ids.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+    VkPhysicalDeviceProperties2 properties2{};
+    properties2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    properties2.pNext = &ids;
+    instance.get_properties2(physical, &properties2);
+    static_assert(sizeof(info.uuid) == VK_UUID_SIZE);
+    memcpy(info.uuid, ids.deviceUUID, VK_UUID_SIZE);
+    info.has_uuid = true;
+  }
+  return RegisterGpuDevice(info);
+}
+
 VKAPI_ATTR VkResult VKAPI_CALL CreateInstance(const VkInstanceCreateInfo* info,
                                               const VkAllocationCallbacks* allocator,
                                               VkInstance* instance) {
@@ -123,6 +191,17 @@ VKAPI_ATTR VkResult VKAPI_CALL CreateInstance(const VkInstanceCreateInfo* info,
   entry.destroy_instance = As<PFN_vkDestroyInstance>(next(*instance, "vkDestroyInstance"));
   entry.get_memory_properties = As<PFN_vkGetPhysicalDeviceMemoryProperties>(
       next(*instance, "vkGetPhysicalDeviceMemoryProperties"));
+  entry.enumerate_physical_devices =
+      As<PFN_vkEnumeratePhysicalDevices>(next(*instance, "vkEnumeratePhysicalDevices"));
+  entry.get_properties =
+      As<PFN_vkGetPhysicalDeviceProperties>(next(*instance, "vkGetPhysicalDeviceProperties"));
+  if (bool khr; HasProperties2(info, &khr)) {
+    entry.get_properties2 = As<PFN_vkGetPhysicalDeviceProperties2>(
+        next(*instance, khr && (info->pApplicationInfo == nullptr ||
+                                info->pApplicationInfo->apiVersion < VK_API_VERSION_1_1)
+                            ? "vkGetPhysicalDeviceProperties2KHR"
+                            : "vkGetPhysicalDeviceProperties2"));
+  }
   if (!AddVulkanInstance(entry)) WarnTableFullOnce("instance");
   return result;
 }
@@ -171,6 +250,8 @@ VKAPI_ATTR VkResult VKAPI_CALL CreateDevice(VkPhysicalDevice physical_device,
     }
   }
 
+  if (known) entry.device_id = PhysicalDeviceId(instance, physical_device);
+
   link->u.pLayerInfo = link->u.pLayerInfo->pNext;  // the next layer's link
   VkResult result = create(physical_device, info, allocator, device);
   if (result != VK_SUCCESS) return result;
@@ -214,7 +295,7 @@ VKAPI_ATTR VkResult VKAPI_CALL AllocateMemory(VkDevice device, const VkMemoryAll
     uint16_t flags = type < entry.memory_type_count ? entry.memory_type_flags[type]
                                                     : static_cast<uint16_t>(type & 0xffu);
     RecordGpuAlloc(GpuApi::kVulkan, MemoryKey(entry.slot, *memory), info->allocationSize,
-                   Kind::kVulkanDevice, flags);
+                   Kind::kVulkanDevice, flags, entry.device_id);
   }
   return result;
 }

@@ -17,6 +17,7 @@
 #include "gpu/runtime_lookup.h"
 #include "gpu/vulkan_manifest.h"
 #include "net/control_server.h"
+#include "record/gpu_devices.h"
 #include "record/gpu_recorder.h"
 #include "record/live_tables.h"
 #include "record/recorder.h"
@@ -87,6 +88,7 @@ void ForkChild() {
   SnapshotWriterResetInChild();
   TrimResetInChild();
   GpuBackingResetInChild();
+  GpuDevicesResetInChild();
   g_thread.tid = 0;
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();

@@ -19,12 +19,14 @@ std::atomic<uint64_t> g_unknown_gpu_frees;
 
 LiveTable& GpuTable(GpuApi api) { return g_tables[static_cast<int>(api)]; }
 
-void RecordGpuAlloc(GpuApi api, uintptr_t handle, uint64_t size, Kind kind, uint16_t flags) {
+void RecordGpuAlloc(GpuApi api, uintptr_t handle, uint64_t size, Kind kind, uint16_t flags,
+                    uint8_t device) {
   if (handle == 0) return;
   int saved = errno;
   BusyScope busy;  // stack capture and the tables may allocate through hooks
   LiveRecord record = NewRecord(handle, size, kind);
   record.flags = flags;
+  record.device = device & 0x3f;
   GpuTable(api).Insert(record, Births());
   LinkGpuBacking(static_cast<uint8_t>(api), kind, handle, size);
   errno = saved;

@@ -58,10 +58,12 @@ class GpuCall {
 };
 
 // Records a successful allocation of `size` bytes under `handle` (device
-// pointer or opaque handle, never 0). Captures the stack, thread, time and
+// pointer or opaque handle, never 0) on `device` (its id in
+// record/gpu_devices.h; 0: not known). Captures the stack, thread, time and
 // request tag like a heap record, and links the host blocks the driver took
 // inside the call when they back it (record/gpu_backing.h). Preserves errno.
-void RecordGpuAlloc(GpuApi api, uintptr_t handle, uint64_t size, Kind kind, uint16_t flags);
+void RecordGpuAlloc(GpuApi api, uintptr_t handle, uint64_t size, Kind kind, uint16_t flags,
+                    uint8_t device = 0);
 
 // Removes the record of `handle`, copying it to *out for RestoreGpuRecord.
 // Returns false (and counts an unknown free) when there is none.

@@ -55,6 +55,7 @@ void LiveTable::Unpack(const PackedRecord& packed, LiveRecord* out) {
   out->flags = static_cast<uint16_t>(packed.size_word >> 40);
   out->kind = static_cast<Kind>((packed.size_word >> 56) & 0x3f);
   out->attribution = static_cast<uint8_t>(packed.size_word >> 62);
+  out->device = 0;  // the shard's column (DeviceAt)
   out->birth_sequence = packed.sequence_word & BirthSequence::kMaxSequence;
   out->stack_id = packed.stack_id;
   out->tag_id = packed.tag_id;
@@ -148,7 +149,24 @@ void LiveTable::EraseSlot(Shard& shard, uint32_t* slot) {
   --shard.count;
 }
 
-bool LiveTable::Place(Shard& shard, uint64_t hash, const PackedRecord& packed) {
+void LiveTable::SetDevice(Shard& shard, uint32_t number, uint8_t device) {
+  if (__builtin_expect(number < shard.device_capacity, 0)) {
+    shard.devices[number] = device;  // also clears a freed record's old device
+    return;
+  }
+  if (device == 0) return;  // beyond the column (or none yet): reads as 0
+  uint32_t capacity = shard.device_capacity == 0 ? 4096 : shard.device_capacity;
+  while (capacity <= number) capacity *= 2;
+  auto* devices = static_cast<uint8_t*>(MapPages(capacity));
+  if (devices == nullptr) return;  // degraded: the record has no device
+  for (uint32_t i = 0; i < shard.device_capacity; ++i) devices[i] = shard.devices[i];
+  UnmapPages(shard.devices, shard.device_capacity);
+  shard.devices = devices;
+  shard.device_capacity = capacity;
+  devices[number] = device;
+}
+
+bool LiveTable::Place(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device) {
   // Keep the index at most 3/4 full.
   if ((uint64_t{shard.count} + 1) * 4 > uint64_t{shard.index_capacity} * 3 && !GrowIndex(shard)) {
     return false;
@@ -156,6 +174,7 @@ bool LiveTable::Place(Shard& shard, uint64_t hash, const PackedRecord& packed) {
   uint32_t number;
   if (!NewRecord(shard, &number)) return false;
   RecordAt(shard, number) = packed;
+  SetDevice(shard, number, device);
   uint32_t i = Home(hash, shard.index_capacity);
   while (shard.index[i] != 0) i = Next(i, shard.index_capacity);
   shard.index[i] = (number + 1) | SlotHashBits(hash) << kHashBitsShift;
@@ -198,7 +217,7 @@ bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
     stale_counters.live_count -= 1;
     EraseSlot(shard, stale);
   }
-  if (!Place(shard, hash, Pack(record, time_offset))) {
+  if (!Place(shard, hash, Pack(record, time_offset), record.device)) {
     __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&dropped_bytes_, record.size, __ATOMIC_RELAXED);
     return false;
@@ -234,8 +253,10 @@ bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
     SpinLockHolder hold(shard.lock);
     uint32_t* slot = Find(shard, hash, address);
     if (slot == nullptr) return false;
-    const PackedRecord& record = RecordAt(shard, (*slot & kNumberMask) - 1);
+    const uint32_t number = (*slot & kNumberMask) - 1;
+    const PackedRecord& record = RecordAt(shard, number);
     Unpack(record, out);
+    out->device = DeviceAt(shard, number);
     time_offset = static_cast<uint16_t>(record.sequence_word >> 48);
     KindCounters& counters = shard.counters[KindIndex(out->kind)];
     counters.live_bytes -= out->size;
@@ -257,7 +278,7 @@ void LiveTable::Restore(const LiveRecord& original) {
   const PackedRecord packed = Pack(record, TimeOffset(record));
   SpinLockHolder hold(shard.lock);
   KindCounters& counters = shard.counters[KindIndex(record.kind)];
-  if (!Place(shard, hash, packed)) {
+  if (!Place(shard, hash, packed, record.device)) {
     // Cannot put it back: account for it as freed rather than lose the bytes.
     counters.freed_bytes += record.size;
     counters.freed_count += 1;
@@ -292,7 +313,8 @@ size_t LiveTable::MemoryBytes() {
     SpinLockHolder hold(shard.lock);
     const size_t chunks = (shard.used + (1u << kChunkBits) - 1) >> kChunkBits;
     bytes += chunks * (sizeof(PackedRecord) << kChunkBits) +
-             sizeof(uint32_t) * shard.index_capacity + sizeof(PackedRecord*) * shard.chunk_capacity;
+             sizeof(uint32_t) * shard.index_capacity +
+             sizeof(PackedRecord*) * shard.chunk_capacity + shard.device_capacity;
   }
   return bytes;
 }
@@ -312,6 +334,7 @@ size_t LiveTable::CopyLocked(LiveRecord* out) const {
       if (record.address == 0) continue;
       LiveRecord& row = out[copied++];
       Unpack(record, &row);
+      row.device = DeviceAt(shard, i);
       if (births != nullptr) {
         births->Describe(row.birth_sequence, static_cast<uint16_t>(record.sequence_word >> 48),
                          &row.thread_id, &row.birth_time_us);
@@ -368,6 +391,9 @@ void LiveTable::DiscardInChild() {
     }
     UnmapPages(shard.chunks, sizeof(PackedRecord*) * shard.chunk_capacity);
     UnmapPages(shard.index, sizeof(uint32_t) * shard.index_capacity);
+    UnmapPages(shard.devices, shard.device_capacity);
+    shard.devices = nullptr;
+    shard.device_capacity = 0;
     shard.count = 0;
     shard.index_capacity = 0;
     shard.index = nullptr;

@@ -38,9 +38,14 @@ struct LiveRecord {
   uint32_t thread_id;
   uint32_t tag_id;
   Kind kind;
-  uint8_t attribution;  // retain.v1.Attribution of tag_id
-  uint16_t flags;       // kind-specific (AllocationBlock.flags in retain.proto)
+  uint8_t attribution : 2;  // retain.v1.Attribution of tag_id
+  // GPU records: the device's id (record/gpu_devices.h), 0 for none. Six
+  // bits beside the attribution's two keep the record 48 bytes (snapshots
+  // copy every record).
+  uint8_t device : 6;
+  uint16_t flags;  // kind-specific (AllocationBlock.flags in retain.proto)
 };
+static_assert(sizeof(LiveRecord) == 48, "LiveRecord grew: every snapshot copies each one");
 
 // Trivially constructible on purpose: a static instance is zero-filled
 // storage with no initialiser to run (hooks may run before this library's
@@ -138,6 +143,8 @@ class LiveTable {
     uint32_t free_head;       // first free record's number + 1; 0 = none
     uint32_t chunk_capacity;  // entries of `chunks`
     PackedRecord** chunks;
+    uint8_t* devices;          // record number -> device id; null until one has a device
+    uint32_t device_capacity;  // entries of `devices`
     KindCounters counters[kKindCount];
   };
 
@@ -151,8 +158,15 @@ class LiveTable {
   static bool GrowIndex(Shard& shard);
   static bool NewRecord(Shard& shard, uint32_t* number);
   static void EraseSlot(Shard& shard, uint32_t* slot);
-  // Adds a record, making room first; false when the arena refuses.
-  static bool Place(Shard& shard, uint64_t hash, const PackedRecord& packed);
+  // Adds a record with `device` (0: none), making room first; false when
+  // the arena refuses.
+  static bool Place(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
+  // The device column (see above): keeps `device` for record `number`
+  // (when the column cannot grow, the record keeps none), and reads it.
+  static void SetDevice(Shard& shard, uint32_t number, uint8_t device);
+  static uint8_t DeviceAt(const Shard& shard, uint32_t number) {
+    return number < shard.device_capacity ? shard.devices[number] : 0;
+  }
   static void Unpack(const PackedRecord& packed, LiveRecord* out);
   static PackedRecord Pack(const LiveRecord& record, uint16_t time_offset);
   // The time offset `record` has within its sequence's block.

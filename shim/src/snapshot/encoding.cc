@@ -15,6 +15,7 @@
 #include "base/process_info.h"
 #include "proto/health_fields.h"
 #include "record/gpu_backing.h"
+#include "record/gpu_devices.h"
 #include "record/gpu_recorder.h"
 #include "record/live_tables.h"
 #include "record/recorder.h"
@@ -178,14 +179,14 @@ bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& captu
     const LiveRecord& r = capture.heap[i];
     blocks.Add(Row{r.address, r.size, r.birth_sequence, r.birth_time_us, r.flags,
                    measure(r.kind, r.address, r.size), r.stack_id, r.thread_id, r.tag_id, r.kind,
-                   r.attribution});
+                   r.attribution, r.device});
     if (i % kBlockRows == 0) ok = !blocks.failed() && output.MaybeFlush();
   }
   for (size_t i = 0; i < capture.map_count && ok; ++i) {
     const MapRecord& r = capture.maps[i];
     blocks.Add(Row{r.start, r.end - r.start, r.birth_sequence, r.birth_time_us, r.flags,
                    measure(r.kind, r.start, r.end - r.start), r.stack_id, r.thread_id, r.tag_id,
-                   r.kind, r.attribution});
+                   r.kind, r.attribution, 0});
   }
   blocks.Flush();
   return ok && !blocks.failed() && output.MaybeFlush();
@@ -278,6 +279,23 @@ void EncodeGpuBackings(ProtoBuffer& out) {
     out.MessageField(9, backing);
   }
   UnmapScratchPages(links, bytes);
+}
+
+void EncodeGpuDevices(ProtoBuffer& out) {
+  if (GpuDeviceCount() == 0) return;
+  GpuDeviceInfo devices[kMaxGpuDevices];
+  const size_t count = CopyGpuDevices(devices, kMaxGpuDevices);
+  ProtoBuffer device;
+  for (size_t i = 0; i < count; ++i) {
+    const GpuDeviceInfo& info = devices[i];
+    device.Clear();
+    device.UintField(1, info.id);
+    device.UintField(2, static_cast<uint64_t>(info.api) + 1);  // DeviceApi: GpuApi + 1
+    device.UintField(3, static_cast<uint32_t>(info.index));
+    device.BytesField(4, info.name, strnlen(info.name, sizeof(info.name)));
+    if (info.has_uuid) device.BytesField(5, info.uuid, sizeof(info.uuid));
+    out.MessageField(10, device);
+  }
 }
 
 void EncodeHealth(ProtoBuffer& out, const TableCapture& capture, const WriterHistory& history) {

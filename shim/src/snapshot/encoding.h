@@ -2,9 +2,10 @@
 // wire encoder (snapshot/wire_encoder.h): the header, process memory (with glibc's arenas from
 // snapshot/malloc_arenas.h), the modules, the allocation blocks (column-packed, kBlockRows rows
 // each, with each row's residency from snapshot/residency.h), the stacks they reference, the tags,
-// the per-kind totals and the shim's health. Field numbers are retain.proto's (the health block's
-// named in proto/health_fields.h); tests/preload/snapshot_fields_test.cc parses the output with the
-// generated classes and checks every field.
+// the per-kind totals, the GPU backings and devices, and the shim's health. Field numbers are
+// retain.proto's (the health block's named in proto/health_fields.h);
+// tests/preload/snapshot_fields_test.cc parses the output with the generated classes and checks
+// every field.
 //
 // Thread and signal contract: works on the copies of snapshot/capture.h,
 // outside the tables' locks, on the writer's thread with the writer's mutex
@@ -44,6 +45,7 @@ struct Row {
   uint32_t tag_id;
   Kind kind;
   uint8_t attribution;
+  uint8_t device;  // record/gpu_devices.h id; 0: none
 };
 
 // A set of stack ids that grows as needed (arena pages).
@@ -95,6 +97,8 @@ class BlockEncoder {
     // are 0): most blocks have nothing swapped, many nothing resident.
     AddLazily(resident_, any_resident_, row.residency.resident);
     AddLazily(swapped_, any_swapped_, row.residency.swapped);
+    // So does the device column: only GPU rows have one.
+    AddLazily(device_, any_device_, row.device);
     any_tag_ |= row.tag_id != 0;
     any_attribution_ |= row.attribution != 0;
     any_flags_ |= row.flags != 0;
@@ -119,15 +123,16 @@ class BlockEncoder {
     if (any_attribution_) block_.PackedField(10, attribution_);
     if (any_resident_) block_.PackedField(11, resident_);
     if (any_swapped_) block_.PackedField(12, swapped_);
+    if (any_device_) block_.PackedField(13, device_);
     out_.MessageField(5, block_);
     for (ProtoBuffer* column : {&address_, &size_, &kind_, &stack_, &sequence_, &time_, &thread_,
-                                &tag_, &flags_, &attribution_, &resident_, &swapped_}) {
+                                &tag_, &flags_, &attribution_, &resident_, &swapped_, &device_}) {
       if (column->failed()) failed_ = true;
       column->Clear();
     }
     if (block_.failed()) failed_ = true;
     count_ = 0;
-    any_tag_ = any_flags_ = any_attribution_ = any_resident_ = any_swapped_ = false;
+    any_tag_ = any_flags_ = any_attribution_ = any_resident_ = any_swapped_ = any_device_ = false;
   }
 
   bool failed() const { return failed_; }
@@ -145,7 +150,7 @@ class BlockEncoder {
   ProtoBuffer& out_;
   IdSet& stacks_;
   ProtoBuffer block_, address_, size_, kind_, stack_, sequence_, time_, thread_, tag_, flags_,
-      attribution_, resident_, swapped_;
+      attribution_, resident_, swapped_, device_;
   size_t count_ = 0;
   uint64_t previous_address_ = 0;
   bool any_tag_ = false;
@@ -153,6 +158,7 @@ class BlockEncoder {
   bool any_attribution_ = false;
   bool any_resident_ = false;
   bool any_swapped_ = false;
+  bool any_device_ = false;
   bool failed_ = false;
 };
 
@@ -181,6 +187,8 @@ bool EncodeStacks(Output& output, const IdSet& referenced);
 void EncodeTotals(ProtoBuffer& out, const KindCounters* counters, const ResidencyTotals& residency);
 // Snapshot.gpu_backings: which driver host blocks back which GPU record.
 void EncodeGpuBackings(ProtoBuffer& out);
+// Snapshot.devices: the GPU devices records name (record/gpu_devices.h).
+void EncodeGpuDevices(ProtoBuffer& out);
 void EncodeHealth(ProtoBuffer& out, const TableCapture& capture, const WriterHistory& history);
 
 }  // namespace retain::shim

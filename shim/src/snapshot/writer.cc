@@ -121,6 +121,7 @@ bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigge
     if (ok) {
       EncodeTotals(output.buffer(), capture.counters, residency);
       EncodeGpuBackings(output.buffer());
+      EncodeGpuDevices(output.buffer());
       EncodeHealth(output.buffer(), capture,
                    WriterHistory{g_previous_write_us, g_failed_snapshots, g_last_failure});
       ok = output.Finish();

@@ -4,10 +4,14 @@
 // (CountedAllocations), and the per-kind totals move with it
 // (CountedTotals); a link to rows that are gone changes nothing; real device
 // memory keeps its own domain, resident as allocated, apart from the
-// host's total in the diff.
+// host's total in the diff; and device memory is a domain per device
+// (Snapshot.devices) in the totals, the diff and the trend, or per API
+// where rows name no device (older snapshots).
 #include "tools/lib/domain.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +22,7 @@
 #include "tools/lib/owner.h"
 #include "tools/lib/snapshot_reader.h"
 #include "tools/lib/symbolizer.h"
+#include "tools/lib/trend.h"
 
 namespace retain::tool {
 namespace {
@@ -196,6 +201,218 @@ TEST(DomainTest, TheDiffKeepsDeviceMemoryOutOfTheHostTotal) {
   EXPECT_EQ(diff->total_retained_bytes, static_cast<int64_t>(4096 + 104 + 16 * kMiB));
   EXPECT_EQ(diff->total_retained.allocated, static_cast<int64_t>(4096 + 104 + 32 * kMiB));
 }
+
+namespace devices {
+
+struct DeviceRow {
+  uint64_t address;
+  uint64_t size;
+  v1::Kind kind;
+  uint32_t device;  // Device.id; 0: none
+  uint64_t birth;
+};
+
+void AddDevice(v1::Snapshot& snapshot, uint32_t id, v1::DeviceApi api, uint32_t index,
+               const std::string& name, const std::string& uuid) {
+  v1::Device* device = snapshot.add_devices();
+  device->set_id(id);
+  device->set_api(api);
+  device->set_index(index);
+  device->set_name(name);
+  device->set_uuid(uuid);
+}
+
+// Two CUDA devices (ids 1 and 2 are ordinals 1 and 0: ids are the shim's
+// order of first sight, the domain is the API's number), a Vulkan device,
+// and `rows` with their device column.
+v1::Snapshot WithDevices(const std::vector<DeviceRow>& rows, uint32_t sequence = 1) {
+  std::vector<Row> plain;
+  for (const DeviceRow& r : rows) plain.push_back({r.address, r.size, r.kind, 0, r.birth});
+  v1::Snapshot snapshot = SnapshotOf(plain);
+  snapshot.mutable_header()->set_sequence(sequence);
+  snapshot.mutable_header()->set_next_birth_sequence(100 * sequence);
+  for (const DeviceRow& r : rows) snapshot.mutable_allocations(0)->add_device(r.device);
+  AddDevice(snapshot, 1, v1::DEVICE_API_CUDA, 1, "NVIDIA H200", std::string(16, '\x11'));
+  AddDevice(snapshot, 2, v1::DEVICE_API_CUDA, 0, "NVIDIA H200", std::string(16, '\x22'));
+  AddDevice(snapshot, 3, v1::DEVICE_API_VULKAN, 0, "llvmpipe (LLVM 15.0.6, 256 bits)", "");
+  return snapshot;
+}
+
+const DomainKindTotals* Find(const std::vector<DomainKindTotals>& totals, v1::Kind kind,
+                             const std::string& domain) {
+  for (const DomainKindTotals& t : totals) {
+    if (t.totals.kind() == kind && t.domain == domain) return &t;
+  }
+  return nullptr;
+}
+
+TEST(DeviceDomainTest, ARowsDomainIsItsDevicesOrItsApis) {
+  const v1::Snapshot snapshot = WithDevices({});
+  EXPECT_EQ(DomainName(snapshot, v1::KIND_CUDA_DEVICE, 1), "device:cuda:1");
+  EXPECT_EQ(DomainName(snapshot, v1::KIND_CUDA_MANAGED, 2), "device:cuda:0");
+  EXPECT_EQ(DomainName(snapshot, v1::KIND_VULKAN_DEVICE, 3), "device:vulkan:0");
+  EXPECT_EQ(DomainName(snapshot, v1::KIND_CUDA_DEVICE, 0), "device:cuda") << "no device";
+  EXPECT_EQ(DomainName(snapshot, v1::KIND_CUDA_DEVICE, 9), "device:cuda") << "not listed";
+  EXPECT_EQ(DomainName(snapshot, v1::KIND_CUDA_HOST, 1), "host") << "pinned memory is the host's";
+  EXPECT_EQ(DomainName(snapshot, v1::KIND_HEAP, 0), "host");
+  ASSERT_NE(DeviceOfDomain(snapshot, "device:cuda:0"), nullptr);
+  EXPECT_EQ(DeviceOfDomain(snapshot, "device:cuda:0")->id(), 2u);
+  EXPECT_EQ(DeviceOfDomain(snapshot, "device:cuda"), nullptr);
+  EXPECT_EQ(DeviceOfDomain(snapshot, "host"), nullptr);
+  EXPECT_EQ(FormatUuid(
+                std::string("\x5f\x0d\x3c\x1e\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c", 16),
+                v1::DEVICE_API_CUDA),
+            "GPU-5f0d3c1e-0102-0304-0506-0708090a0b0c");
+  EXPECT_EQ(FormatUuid(std::string(16, '\0'), v1::DEVICE_API_VULKAN),
+            "00000000-0000-0000-0000-000000000000");
+  EXPECT_EQ(FormatUuid("short", v1::DEVICE_API_CUDA), "");
+  EXPECT_EQ(DeviceDescription(snapshot.devices(2)), "llvmpipe (LLVM 15.0.6, 256 bits)");
+  EXPECT_EQ(DeviceDescription(snapshot.devices(1)),
+            "NVIDIA H200, GPU-22222222-2222-2222-2222-222222222222");
+}
+
+TEST(DeviceDomainTest, DomainsAreOrderedHostApiThenDevicesByNumber) {
+  std::vector<std::string> domains = {"device:cuda:10", "device:vulkan:0", "device:cuda:2", "host",
+                                      "device:cuda",    "device:cuda:0",   "device:hip:1"};
+  std::sort(domains.begin(), domains.end(), &DomainLess);
+  EXPECT_EQ(domains,
+            (std::vector<std::string>{"host", "device:cuda", "device:cuda:0", "device:cuda:2",
+                                      "device:cuda:10", "device:hip:1", "device:vulkan:0"}));
+  EXPECT_FALSE(DomainLess("host", "host"));
+}
+
+TEST(DeviceDomainTest, TotalsSplitPerDeviceAndTheRestStaysWithTheApi) {
+  v1::Snapshot snapshot = WithDevices({
+      {0x1000, 4096, v1::KIND_HEAP, 0, 1},
+      {0x10000, 64 * kMiB, v1::KIND_CUDA_DEVICE, 2, 2},
+      {0x20000, 32 * kMiB, v1::KIND_CUDA_DEVICE, 1, 3},
+      {0x30000, 8 * kMiB, v1::KIND_CUDA_MANAGED, 1, 4},
+      {0x40000, 1 * kMiB, v1::KIND_CUDA_HOST, 1, 5},
+  });
+  // The shim counted 2 MiB more cuda-device memory than its rows hold
+  // (records it dropped): that stays with the API.
+  for (v1::KindTotals& t : *snapshot.mutable_totals()) {
+    if (t.kind() == v1::KIND_CUDA_DEVICE) {
+      t.set_live_bytes(t.live_bytes() + 2 * kMiB);
+      t.set_live_count(t.live_count() + 1);
+    }
+  }
+  const std::vector<DomainKindTotals> totals = CountedTotalsByDomain(snapshot);
+  const DomainKindTotals* zero = Find(totals, v1::KIND_CUDA_DEVICE, "device:cuda:0");
+  const DomainKindTotals* one = Find(totals, v1::KIND_CUDA_DEVICE, "device:cuda:1");
+  const DomainKindTotals* rest = Find(totals, v1::KIND_CUDA_DEVICE, "device:cuda");
+  const DomainKindTotals* managed = Find(totals, v1::KIND_CUDA_MANAGED, "device:cuda:1");
+  ASSERT_NE(zero, nullptr);
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(rest, nullptr);
+  ASSERT_NE(managed, nullptr);
+  EXPECT_EQ(zero->totals.live_bytes(), 64 * kMiB);
+  EXPECT_EQ(zero->totals.resident_bytes(), 64 * kMiB) << "device memory: resident as allocated";
+  EXPECT_EQ(one->totals.live_bytes(), 32 * kMiB);
+  EXPECT_EQ(one->totals.live_count(), 1u);
+  EXPECT_EQ(rest->totals.live_bytes(), 2 * kMiB);
+  EXPECT_EQ(rest->totals.live_count(), 1u);
+  EXPECT_EQ(managed->totals.live_bytes(), 8 * kMiB);
+  EXPECT_NE(Find(totals, v1::KIND_CUDA_HOST, "host"), nullptr);
+  EXPECT_EQ(Find(totals, v1::KIND_CUDA_MANAGED, "device:cuda"), nullptr)
+      << "nothing left for the API: no domain of its own";
+
+  // Without a device column (an older shim's snapshot): one domain per API.
+  v1::Snapshot old = snapshot;
+  old.clear_devices();
+  old.mutable_allocations(0)->clear_device();
+  const std::vector<DomainKindTotals> before = CountedTotalsByDomain(old);
+  const DomainKindTotals* api = Find(before, v1::KIND_CUDA_DEVICE, "device:cuda");
+  ASSERT_NE(api, nullptr);
+  EXPECT_EQ(api->totals.live_bytes(), 98 * kMiB);
+  EXPECT_EQ(Find(before, v1::KIND_CUDA_DEVICE, "device:cuda:0"), nullptr);
+}
+
+TEST(DeviceDomainTest, TheDiffHasADomainPerDevice) {
+  const v1::Snapshot snapshot = WithDevices({
+      {0x1000, 4096, v1::KIND_HEAP, 0, 1},
+      {0x10000, 64 * kMiB, v1::KIND_CUDA_DEVICE, 2, 2},
+      {0x20000, 32 * kMiB, v1::KIND_CUDA_DEVICE, 1, 3},
+      {0x30000, 8 * kMiB, v1::KIND_CUDA_MANAGED, 1, 4},
+      {0x40000, 1 * kMiB, v1::KIND_CUDA_HOST, 1, 5},
+  });
+  Symbolizer symbolizer;
+  OwnerOptions options;
+  options.by = GroupBy::kKind;
+  auto owners = OwnerResolver::Create(symbolizer, options);
+  ASSERT_TRUE(owners.ok());
+  absl::StatusOr<DiffResult> diff = ComputeDiff(nullptr, snapshot, **owners, DiffOptions());
+  ASSERT_TRUE(diff.ok()) << diff.status();
+  EXPECT_EQ(diff->total_retained.allocated, static_cast<int64_t>(4096 + kMiB)) << "host only";
+  ASSERT_EQ(diff->devices.size(), 2u);
+  EXPECT_EQ(diff->devices[0].domain, "device:cuda:0");
+  EXPECT_EQ(diff->devices[0].retained_bytes, static_cast<int64_t>(64 * kMiB));
+  EXPECT_EQ(diff->devices[0].name, "NVIDIA H200");
+  EXPECT_EQ(diff->devices[0].uuid, "GPU-22222222-2222-2222-2222-222222222222");
+  EXPECT_EQ(diff->devices[1].domain, "device:cuda:1");
+  EXPECT_EQ(diff->devices[1].retained_bytes, static_cast<int64_t>(40 * kMiB));
+  // Rows: host first, then device 0's, then device 1's two kinds.
+  ASSERT_EQ(diff->rows.size(), 5u);
+  EXPECT_EQ(diff->rows[2].owner.domain, "device:cuda:0");
+  EXPECT_EQ(diff->rows[2].owner.key, "cuda-device @device:cuda:0");
+  EXPECT_EQ(diff->rows[3].owner.domain, "device:cuda:1");
+  EXPECT_EQ(diff->rows[3].owner.key, "cuda-device @device:cuda:1");
+  EXPECT_EQ(diff->rows[4].owner.key, "cuda-managed @device:cuda:1");
+  // The stack shares (folded, pprof) carry the device.
+  int64_t on[3] = {0, 0, 0};
+  for (const StackShare& share : diff->retained_stacks) {
+    if (share.kind == v1::KIND_CUDA_DEVICE || share.kind == v1::KIND_CUDA_MANAGED) {
+      ASSERT_LT(share.device, 3u);
+      on[share.device] += share.bytes;
+    }
+  }
+  EXPECT_EQ(on[2], static_cast<int64_t>(64 * kMiB));
+  EXPECT_EQ(on[1], static_cast<int64_t>(40 * kMiB));
+  // The per-kind growth is per device.
+  std::map<std::string, int64_t> tracked;
+  for (const KindGrowth& g : diff->rss.tracked) {
+    if (IsDeviceKind(g.kind)) tracked[g.domain] += g.live_bytes_growth;
+  }
+  EXPECT_EQ(tracked, (std::map<std::string, int64_t>{{"device:cuda:0", 64 * kMiB},
+                                                     {"device:cuda:1", 40 * kMiB}}));
+}
+
+TEST(DeviceDomainTest, AnExactDiffAndATrendPerDevice) {
+  // Device 0 holds 64 MiB throughout; device 1 gains 16 MiB a snapshot.
+  std::vector<v1::Snapshot> series;
+  for (uint32_t s = 1; s <= 5; ++s) {
+    std::vector<DeviceRow> rows = {{0x10000, 64 * kMiB, v1::KIND_CUDA_DEVICE, 2, 1}};
+    for (uint32_t i = 1; i <= s; ++i) {
+      rows.push_back({0x100000 * i, 16 * kMiB, v1::KIND_CUDA_DEVICE, 1, 100 * i - 50});
+    }
+    series.push_back(WithDevices(rows, s));
+  }
+  Symbolizer symbolizer;
+  auto owners = OwnerResolver::Create(symbolizer, OwnerOptions());
+  ASSERT_TRUE(owners.ok());
+  absl::StatusOr<DiffResult> diff = ComputeDiff(&series[0], series[4], **owners, DiffOptions());
+  ASSERT_TRUE(diff.ok()) << diff.status();
+  EXPECT_EQ(diff->mode, DiffMode::kExact);
+  ASSERT_EQ(diff->devices.size(), 1u);
+  EXPECT_EQ(diff->devices[0].domain, "device:cuda:1");
+  EXPECT_EQ(diff->devices[0].retained_bytes, static_cast<int64_t>(64 * kMiB));
+
+  std::vector<const v1::Snapshot*> pointers;
+  for (const v1::Snapshot& s : series) pointers.push_back(&s);
+  absl::StatusOr<TrendResult> trend = ComputeTrend(pointers, **owners);
+  ASSERT_TRUE(trend.ok()) << trend.status();
+  ASSERT_EQ(trend->devices.size(), 2u);
+  EXPECT_EQ(trend->devices[0].owner.domain, "device:cuda:0");
+  EXPECT_EQ(trend->devices[0].owner.display, "tracked device:cuda:0 (NVIDIA H200)");
+  EXPECT_EQ(trend->devices[0].live_bytes,
+            (std::vector<int64_t>(5, static_cast<int64_t>(64 * kMiB))));
+  EXPECT_EQ(trend->devices[1].owner.domain, "device:cuda:1");
+  EXPECT_EQ(trend->devices[1].live_bytes.back(), static_cast<int64_t>(80 * kMiB));
+  EXPECT_EQ(trend->devices[1].fit.verdict, Verdict::kLinear);
+  EXPECT_NEAR(trend->devices[1].fit.slope, 16.0 * kMiB, 1.0);
+}
+
+}  // namespace devices
 
 }  // namespace
 }  // namespace retain::tool

@@ -101,7 +101,7 @@ TEST(ForEachOwnedAllocationTest, VisitsOnlyWhatIsKept) {
   EXPECT_EQ(seen[0].second, seen[1].second);  // both carry tag 2
 }
 
-TEST(ForEachOwnedAllocationTest, TakesAnythingThatNamesStackKindAndTag) {
+TEST(ForEachOwnedAllocationTest, TakesAnythingThatNamesStackKindTagAndDevice) {
   const v1::Snapshot snapshot = SnapshotOf(kMade);
   Symbolizer symbolizer;
   std::unique_ptr<OwnerResolver> owners = Resolver(symbolizer, GroupBy::kKind);
@@ -109,8 +109,9 @@ TEST(ForEachOwnedAllocationTest, TakesAnythingThatNamesStackKindAndTag) {
     uint32_t stack_id;
     v1::Kind kind;
     uint32_t tag_id;
+    uint32_t device;
   };
-  const std::vector<Share> shares = {{0, v1::KIND_MMAP_ANON, 0}, {0, v1::KIND_HEAP, 0}};
+  const std::vector<Share> shares = {{0, v1::KIND_MMAP_ANON, 0, 0}, {0, v1::KIND_HEAP, 0, 0}};
   std::vector<std::string> keys;
   ForEachOwnedAllocationIf(
       snapshot, shares, *owners, [](const Share&) { return true; },

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #undef cuGetProcAddress
@@ -72,6 +73,39 @@ RETAIN_CUDA_ALIAS_SAME(cuMemAllocAsync, cuMemAllocAsync_ptsz)
 RETAIN_CUDA_ALIAS_SAME(cuMemFreeAsync, cuMemFreeAsync_ptsz)
 RETAIN_CUDA_ALIAS_SAME(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz)
 #undef RETAIN_CUDA_ALIAS_SAME
+
+// The same parameters, and a result of the same size (the shim's error
+// types are ints, the headers' are enums).
+template <typename F>
+struct Signature;
+template <typename R, typename... A>
+struct Signature<R (*)(A...)> {
+  using Params = std::tuple<A...>;
+  static constexpr size_t kResultSize = sizeof(R);
+};
+template <typename Ours, typename Theirs>
+constexpr bool SameCall =
+    std::is_same_v<typename Signature<Ours>::Params, typename Signature<Theirs>::Params>&&
+        Signature<Ours>::kResultSize == Signature<Theirs>::kResultSize;
+
+// The device queries (gpu/cuda_device.cc) have the real functions' types,
+// and CUmemAllocationProp's leading members are where the shim reads them.
+static_assert(std::is_same_v<shim_cuda::CUdevice, ::CUdevice>);
+static_assert(SameCall<shim_cuda::cudaGetDevice_fn, decltype(&::cudaGetDevice)>);
+static_assert(SameCall<shim_cuda::cuCtxGetDevice_fn, decltype(&::cuCtxGetDevice)>);
+static_assert(SameCall<shim_cuda::cuDeviceGet_fn, decltype(&::cuDeviceGet)>);
+static_assert(SameCall<shim_cuda::cuDeviceGetName_fn, decltype(&::cuDeviceGetName)>);
+static_assert(sizeof(::CUuuid) == 16);
+static_assert(offsetof(shim_cuda::CUmemAllocationPropHead, type) ==
+              offsetof(::CUmemAllocationProp, type));
+static_assert(offsetof(shim_cuda::CUmemAllocationPropHead, location_type) ==
+              offsetof(::CUmemAllocationProp, location) + offsetof(::CUmemLocation, type));
+static_assert(offsetof(shim_cuda::CUmemAllocationPropHead, location_id) ==
+              offsetof(::CUmemAllocationProp, location) + offsetof(::CUmemLocation, id));
+static_assert(shim_cuda::kCuMemLocationTypeDevice == ::CU_MEM_LOCATION_TYPE_DEVICE);
+static_assert(shim_cuda::kCuMemLocationTypeHost == ::CU_MEM_LOCATION_TYPE_HOST);
+static_assert(shim_cuda::kCuMemLocationTypeHostNuma == ::CU_MEM_LOCATION_TYPE_HOST_NUMA);
+static_assert(shim_cuda::kCuMemLocationTypeHostNumaNow == ::CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);
 
 namespace {
 

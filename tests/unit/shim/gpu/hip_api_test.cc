@@ -17,6 +17,8 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <tuple>
+#include <type_traits>
 
 #define RETAIN_REDECLARE_HIP(name, params) extern "C" hipError_t name params;
 RETAIN_FOR_EACH_HIP_HOOK(RETAIN_REDECLARE_HIP)
@@ -45,6 +47,42 @@ static_assert(sizeof(shim_hip::hipExtent) == sizeof(::hipExtent));
 static_assert(offsetof(shim_hip::hipExtent, width) == offsetof(::hipExtent, width));
 static_assert(offsetof(shim_hip::hipExtent, height) == offsetof(::hipExtent, height));
 static_assert(offsetof(shim_hip::hipExtent, depth) == offsetof(::hipExtent, depth));
+
+// The same parameters, and a result of the same size (the shim's error
+// types are ints, the headers' are enums).
+template <typename F>
+struct Signature;
+template <typename R, typename... A>
+struct Signature<R (*)(A...)> {
+  using Params = std::tuple<A...>;
+  static constexpr size_t kResultSize = sizeof(R);
+};
+template <typename Ours, typename Theirs>
+constexpr bool SameCall =
+    std::is_same_v<typename Signature<Ours>::Params, typename Signature<Theirs>::Params>&&
+        Signature<Ours>::kResultSize == Signature<Theirs>::kResultSize;
+
+// The device queries (gpu/hip_device.cc) have the real functions' types.
+static_assert(std::is_same_v<shim_hip::hipDevice_t, ::hipDevice_t>);
+// hipDeviceGetUuid takes the shim's hipUUID, the same 16 bytes as the header's.
+static_assert(sizeof(shim_hip::hipUUID) == sizeof(::hipUUID));
+static_assert(SameCall<shim_hip::hipGetDevice_fn, decltype(&::hipGetDevice)>);
+static_assert(SameCall<shim_hip::hipDeviceGet_fn, decltype(&::hipDeviceGet)>);
+static_assert(SameCall<shim_hip::hipDeviceGetName_fn, decltype(&::hipDeviceGetName)>);
+static_assert(SameCall<shim_hip::hipRuntimeGetVersion_fn, decltype(&::hipRuntimeGetVersion)>);
+// This header is ROCm 5.2's: its hipMemAllocationProp is the layout the shim
+// reads below ROCm 5.3 (hipMemAllocationPropR0502Head), and the location is
+// the same {type, id} pair.
+static_assert(offsetof(shim_hip::hipMemAllocationPropR0502Head, location) ==
+              offsetof(::hipMemAllocationProp, location));
+static_assert(offsetof(shim_hip::hipMemAllocationPropR0502Head, compressionType) ==
+              offsetof(::hipMemAllocationProp, compressionType));
+static_assert(sizeof(shim_hip::hipMemLocation) == sizeof(::hipMemLocation));
+static_assert(offsetof(shim_hip::hipMemLocation, type) == offsetof(::hipMemLocation, type));
+static_assert(offsetof(shim_hip::hipMemLocation, id) == offsetof(::hipMemLocation, id));
+static_assert(shim_hip::hipMemLocationTypeDevice == ::hipMemLocationTypeDevice);
+static_assert(HIP_VERSION < shim_hip::kHipVersion0503,
+              "a newer ROCm header: check hipMemAllocationProp's layout (gpu/hip_device.cc)");
 
 namespace {
 

@@ -287,5 +287,69 @@ TEST(LiveTableTest, ThreadAndTimeComeBackThroughTheBlock) {
   }
 }
 
+// The device column (GPU records): a record keeps its device through
+// Insert, Take, Restore and the snapshot copy; a record placed later in the
+// slot of a freed one has none of its device; a table whose records have no
+// device (the heap's) never maps the column.
+TEST(LiveTableDeviceTest, RecordsKeepTheirDeviceAndSlotsForgetIt) {
+  static LiveTable heap;
+  static LiveTable gpu;
+  static BirthSequence sequence;
+  for (uintptr_t i = 1; i <= 1000; ++i) ASSERT_TRUE(heap.Insert(MakeRecord(i << 4, 16), sequence));
+  const size_t heap_bytes = heap.MemoryBytes();
+  for (const LiveRecord& record : CopyAll(heap)) EXPECT_EQ(record.device, 0u);
+
+  LiveRecord on_two = MakeRecord(0x7000, 4096, Kind::kCudaDevice);
+  on_two.device = 2;
+  LiveRecord on_none = MakeRecord(0x8000, 4096, Kind::kCudaDevice);
+  LiveRecord on_63 = MakeRecord(0x9000, 4096, Kind::kHipDevice);
+  on_63.device = 63;
+  ASSERT_TRUE(gpu.Insert(on_two, sequence));
+  ASSERT_TRUE(gpu.Insert(on_none, sequence));
+  ASSERT_TRUE(gpu.Insert(on_63, sequence));
+  std::unordered_map<uintptr_t, uint8_t> device_of;
+  for (const LiveRecord& record : CopyAll(gpu)) device_of[record.address] = record.device;
+  EXPECT_EQ(device_of[0x7000], 2u);
+  EXPECT_EQ(device_of[0x8000], 0u);
+  EXPECT_EQ(device_of[0x9000], 63u);
+  EXPECT_GT(gpu.MemoryBytes(), 0u);
+
+  LiveRecord taken;
+  ASSERT_TRUE(gpu.Take(0x7000, &taken));
+  EXPECT_EQ(taken.device, 2u);
+  gpu.Restore(taken);  // a failed release: it comes back with its device
+  ASSERT_TRUE(gpu.Take(0x7000, &taken));
+  EXPECT_EQ(taken.device, 2u);
+  gpu.CountFreed(taken);
+  ASSERT_TRUE(gpu.Remove(0x9000));
+  // New records reuse the freed slots: they must not inherit a device.
+  ASSERT_TRUE(gpu.Insert(MakeRecord(0x7000, 4096, Kind::kCudaDevice), sequence));
+  ASSERT_TRUE(gpu.Insert(MakeRecord(0x9000, 4096, Kind::kHipDevice), sequence));
+  for (const LiveRecord& record : CopyAll(gpu)) {
+    EXPECT_EQ(record.device, 0u) << std::hex << record.address;
+  }
+  // The heap's table kept its size: no column for records without a device.
+  EXPECT_EQ(heap.MemoryBytes(), heap_bytes);
+}
+
+// Many records with devices, in every shard: the column grows with the
+// records it holds and every record reads back its own device.
+TEST(LiveTableDeviceTest, TheColumnGrowsWithTheRecords) {
+  static LiveTable gpu;
+  static BirthSequence sequence;
+  constexpr uintptr_t kCount = 50000;
+  for (uintptr_t i = 1; i <= kCount; ++i) {
+    LiveRecord record = MakeRecord(i << 12, 64, Kind::kVulkanDevice);
+    record.device = static_cast<uint8_t>(i % 63 + 1);
+    ASSERT_TRUE(gpu.Insert(record, sequence));
+  }
+  size_t seen = 0;
+  for (const LiveRecord& record : CopyAll(gpu)) {
+    EXPECT_EQ(record.device, (record.address >> 12) % 63 + 1);
+    ++seen;
+  }
+  EXPECT_EQ(seen, kCount);
+}
+
 }  // namespace
 }  // namespace retain::shim
