@@ -34,7 +34,7 @@ namespace retain::shim {
 
 // Values of retain.v1.Attribution and retain.v1.TagSource.
 enum class Attribution : uint8_t { kNone = 0, kExplicit = 1, kHttpThread = 2, kProcessLatest = 3 };
-enum class TagSource : uint8_t { kApi = 1, kHttp = 2, kControl = 3 };
+enum class TagSource : uint8_t { kApi = 1, kHttp = 2, kControl = 3, kFrontDoor = 4 };
 
 // Ended tags no live allocation references, kept for the next snapshot to
 // report (each request's bytes allocated while open) even when snapshots

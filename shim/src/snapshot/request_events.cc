@@ -18,6 +18,9 @@ namespace {
 // writer (0: none). Later triggers replace earlier ones: one snapshot, the
 // newest count.
 std::atomic<uint64_t> g_queued_ordinal;
+// SettledRequestSnapshot(), and who hears of it.
+std::atomic<uint64_t> g_settled_ordinal;
+std::atomic<void (*)()> g_settle_listener;
 
 void LabelFor(uint64_t ordinal, char* label, size_t size) {
   snprintf(label, size, "requests-%llu", static_cast<unsigned long long>(ordinal));
@@ -31,6 +34,27 @@ void QueueRequestSnapshot(uint64_t ordinal) {
   WakeServiceThread();
 }
 
+void Settle(uint64_t ordinal) {
+  uint64_t settled = g_settled_ordinal.load(std::memory_order_relaxed);
+  while (settled < ordinal &&
+         !g_settled_ordinal.compare_exchange_weak(settled, ordinal, std::memory_order_acq_rel)) {
+  }
+  if (settled >= ordinal) return;
+  if (void (*listener)() = g_settle_listener.load(std::memory_order_acquire)) listener();
+}
+
+// Closes the tag; the ordinal whose every-N snapshot is due, or 0.
+uint64_t CloseAndCheckDue(uint32_t id, RequestEnd how) {
+  if (id == 0) return 0;
+  if (g_thread.tag_id == id) SetThreadTag(0, Attribution::kNone);
+  const uint64_t ordinal = CloseTag(id, how == RequestEnd::kAborted);
+  if (ordinal == 0) return 0;
+  if (TagCompactionDue()) WakeServiceThread();
+  const uint64_t every = GetConfig().snapshot_every;
+  if (every == 0 || ordinal % every != 0) return 0;
+  return ordinal;
+}
+
 }  // namespace
 
 uint32_t BeginRequest(TagSource source, Attribution rule, const char* request_id,
@@ -41,18 +65,29 @@ uint32_t BeginRequest(TagSource source, Attribution rule, const char* request_id
 }
 
 void EndRequest(uint32_t id, RequestEnd how) {
-  if (id == 0) return;
-  if (g_thread.tag_id == id) SetThreadTag(0, Attribution::kNone);
-  const uint64_t ordinal = CloseTag(id, how == RequestEnd::kAborted);
+  const uint64_t ordinal = CloseAndCheckDue(id, how);
   if (ordinal == 0) return;
-  if (TagCompactionDue()) WakeServiceThread();
-  const uint64_t every = GetConfig().snapshot_every;
-  if (every == 0 || ordinal % every != 0) return;
   char label[64];
   LabelFor(ordinal, label, sizeof(label));
   if (TryWriteSnapshot(Trigger::kEveryNRequests, label, ordinal) == WriteOutcome::kBusy) {
     QueueRequestSnapshot(ordinal);
+  } else {
+    Settle(ordinal);
   }
+}
+
+uint64_t EndRequestQueued(uint32_t id, RequestEnd how) {
+  const uint64_t ordinal = CloseAndCheckDue(id, how);
+  if (ordinal == 0) return 0;
+  QueueRequestSnapshot(ordinal);
+  MaybeStartServiceThread();  // an idle server allocates nothing that would start it
+  return ordinal;
+}
+
+uint64_t SettledRequestSnapshot() { return g_settled_ordinal.load(std::memory_order_acquire); }
+
+void SetRequestSnapshotListener(void (*listener)()) {
+  g_settle_listener.store(listener, std::memory_order_release);
 }
 
 void WriteQueuedRequestSnapshot() {
@@ -61,10 +96,17 @@ void WriteQueuedRequestSnapshot() {
   char label[64];
   LabelFor(ordinal, label, sizeof(label));
   WriteSnapshotAt(Trigger::kEveryNRequests, label, ordinal, nullptr, 0);
+  Settle(ordinal);
 }
 
-void DropQueuedRequestSnapshot() { g_queued_ordinal.store(0, std::memory_order_relaxed); }
+void DropQueuedRequestSnapshot() {
+  Settle(g_queued_ordinal.exchange(0, std::memory_order_acq_rel));
+}
 
-void RequestEventsResetInChild() { g_queued_ordinal.store(0, std::memory_order_relaxed); }
+void RequestEventsResetInChild() {
+  g_queued_ordinal.store(0, std::memory_order_relaxed);
+  g_settled_ordinal.store(0, std::memory_order_relaxed);
+  g_settle_listener.store(nullptr, std::memory_order_relaxed);
+}
 
 }  // namespace retain::shim

@@ -34,6 +34,24 @@ enum class RequestEnd : uint8_t {
 // thread's, and writes (or queues) the every-N snapshot when one is due.
 void EndRequest(uint32_t id, RequestEnd how = RequestEnd::kCompleted);
 
+// For a relay that must not write snapshots on its thread: closes the tag
+// like EndRequest, but a due every-N snapshot is always queued for the
+// service thread (started if it is not running; the caller must be a shim
+// thread). Returns the ordinal whose snapshot must be settled before the
+// relay lets the connection's next request reach the server; 0 when none
+// is due.
+uint64_t EndRequestQueued(uint32_t id, RequestEnd how);
+
+// The highest ordinal whose every-N snapshot is settled: written, failed,
+// dropped at exit, or replaced by a newer one that was written.
+uint64_t SettledRequestSnapshot();
+
+// Called, on the thread that settled it, each time SettledRequestSnapshot
+// advances; nullptr for none. It must be cheap, async with respect to the
+// caller (it may be a host thread ending a sniffed request) and must not
+// end requests itself.
+void SetRequestSnapshotListener(void (*listener)());
+
 // From the service thread: writes the every-N snapshot that EndRequest
 // queued because the writer was busy, if there is one. At exit it is
 // dropped instead (the program is tearing down; the exit snapshot follows).
