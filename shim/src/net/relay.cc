@@ -223,13 +223,19 @@ bool MoveUp(Relay& r, int64_t now_ms, size_t* moved, bool* broken_client, bool* 
       p.start = p.end = 0;  // nobody to give them to: read and dropped
       progress = true;
     } else if (r.phase == RelayPhase::kRelaying && r.server_writable && !RelayHeld(r)) {
+      // Fed just before the server can read them: a request's tag is open
+      // before the server works on it (the process-latest rule needs it
+      // then), and the next request's only now, after any snapshot it was
+      // held for.
+      if (r.up_fed < p.used()) {
+        FeedInbound(r, p.data + p.start + r.up_fed, p.used() - r.up_fed, now_ms);
+        r.up_fed = static_cast<uint32_t>(p.used());
+      }
       int error = 0;
       ssize_t n = Send(r.server, p.data + p.start, p.used(), &error);
       if (n > 0) {
-        // Fed as the server can read them: the next request's tag opens
-        // only now, after any snapshot it was held for.
-        FeedInbound(r, p.data + p.start, static_cast<size_t>(n), now_ms);
         p.start += static_cast<uint32_t>(n);
+        r.up_fed -= static_cast<uint32_t>(n);
         progress = true;
       } else if (WouldBlock(error)) {
         r.server_writable = false;
@@ -307,6 +313,7 @@ void StartRelay(Relay& r, int epoll, int client, int server, uint16_t local_port
   memset(&r.sniffer, 0, sizeof(r.sniffer));
   r.pending_head = r.pending_count = 0;
   r.up.start = r.up.end = 0;
+  r.up_fed = 0;
   r.down.start = r.down.end = 0;
   if (connect_error == 0) {
     r.phase = RelayPhase::kRelaying;

@@ -14,8 +14,9 @@
 // connection at once, its open requests aborted.
 //
 // Tags: a request opens one (source kFrontDoor, with X-Request-Id, method
-// and path, honouring RETAIN_HTTP_PATHS) when its head has been written to
-// the server, and it ends when its response has been written to the
+// and path, honouring RETAIN_HTTP_PATHS) just before its head is written to
+// the server (the server may work on it before the relay's write returns),
+// and it ends when its response has been written to the
 // client in full (or is aborted when the connection ends first). Nobody's
 // thread gets the tag: the relay is not the server's thread, so the
 // server's allocations fall to the process-latest rule. When a request's
@@ -88,6 +89,7 @@ struct Relay {
   uint32_t pending[kMaxPendingRequests];
   int pending_head;
   int pending_count;
+  uint32_t up_fed;  // bytes at the head of `up` the sniffer has seen
   RelayPipe up;    // client -> server
   RelayPipe down;  // server -> client
 };
