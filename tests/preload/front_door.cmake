@@ -3,6 +3,7 @@
 # sockets bypass libc, and the configuration refused when not loopback.
 add_executable(front_door_test
   ${CMAKE_CURRENT_LIST_DIR}/front_door_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/control_helpers.cc
   ${CMAKE_CURRENT_LIST_DIR}/proc_helpers.cc)
 target_include_directories(front_door_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(front_door_test PRIVATE retain_shim_core retain_test_support

@@ -72,7 +72,7 @@ int HighBase() {
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < top) top = limit.rlim_cur;
   const int span = g_span.load(std::memory_order_relaxed);
   int base = top > 2 * static_cast<rlim_t>(span) ? static_cast<int>(top) - span
-                                                  : static_cast<int>(top) / 2;
+                                                 : static_cast<int>(top) / 2;
   return base < 3 ? 3 : base;
 }
 

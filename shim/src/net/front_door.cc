@@ -119,8 +119,7 @@ socklen_t HandoverAddress(struct sockaddr_un* address) {
   memset(address, 0, sizeof(*address));
   address->sun_family = AF_UNIX;
   int length = snprintf(address->sun_path + 1, sizeof(address->sun_path) - 1,
-                        "retain-front-door/%u/%s", static_cast<unsigned>(geteuid()),
-                        g_listen_text);
+                        "retain-front-door/%u/%s", static_cast<unsigned>(geteuid()), g_listen_text);
   if (length < 0) length = 0;
   return static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + length);
 }
@@ -186,8 +185,8 @@ int ListenHandover() {
   int result;
   {
     ShimFdUse use(handle);
-    result = use.fd() < 0 ? -1
-                          : bind(use.fd(), reinterpret_cast<struct sockaddr*>(&address), length);
+    result =
+        use.fd() < 0 ? -1 : bind(use.fd(), reinterpret_cast<struct sockaddr*>(&address), length);
     if (result == 0) result = listen(use.fd(), 8);
   }
   if (result != 0) {
@@ -207,9 +206,8 @@ int ConnectHandover() {
   int result;
   {
     ShimFdUse use(handle);
-    result = use.fd() < 0
-                 ? -1
-                 : connect(use.fd(), reinterpret_cast<struct sockaddr*>(&address), length);
+    result =
+        use.fd() < 0 ? -1 : connect(use.fd(), reinterpret_cast<struct sockaddr*>(&address), length);
   }
   if (result != 0 && errno != EINPROGRESS && errno != EAGAIN) {
     ShimFdClose(handle);
@@ -307,8 +305,8 @@ void ServeHandover() {
     {
       ShimFdUse use(asker);
       if (use.fd() >= 0) {
-        syscall(SYS_sendto, use.fd(), answer, strlen(answer), MSG_DONTWAIT | MSG_NOSIGNAL,
-                nullptr, 0);
+        syscall(SYS_sendto, use.fd(), answer, strlen(answer), MSG_DONTWAIT | MSG_NOSIGNAL, nullptr,
+                0);
       }
     }
     ShimFdClose(asker);
@@ -445,10 +443,9 @@ bool AcceptOne(int64_t now) {
   }
   const int slot = TakeSlot();
   const LoopbackPort& target = GetConfig().front_door_target;
-  const int server =
-      slot < 0 ? -1
-               : ShimSocket(target.ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK,
-                            ShimFdPlace::kHighOnly);
+  const int server = slot < 0 ? -1
+                              : ShimSocket(target.ipv6 ? AF_INET6 : AF_INET,
+                                           SOCK_STREAM | SOCK_NONBLOCK, ShimFdPlace::kHighOnly);
   if (server < 0) {
     ShimFdClose(client);
     PauseAccepting(now, slot < 0 ? "no memory for another connection"
@@ -481,8 +478,8 @@ bool AcceptOne(int64_t now) {
   // Noted before any byte goes to the server: the sniffer looks at its
   // connection's first bytes (net/socket_table.h).
   if (local_port != 0) SetPortBit(local_port, true);
-  StartRelay(r, g_epoll.load(std::memory_order_relaxed), client, server, local_port,
-             connect_error, g_target_text);
+  StartRelay(r, g_epoll.load(std::memory_order_relaxed), client, server, local_port, connect_error,
+             g_target_text);
   if (r.server < 0 && local_port != 0) {
     SetPortBit(local_port, false);
     r.local_port = 0;

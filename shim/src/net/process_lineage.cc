@@ -214,7 +214,6 @@ bool HoldsSocket(int pid, uint64_t inode) {
   return found;
 }
 
-
 bool ListensOnPort(int pid, bool ipv6, const unsigned char* addr, uint16_t port) {
   // The local addresses (as /proc/net spells them) a listener that takes
   // connections to addr:port may have: the address itself, the wildcard of

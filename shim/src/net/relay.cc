@@ -39,8 +39,7 @@ ssize_t Send(int handle, const char* data, size_t size, int* error) {
     *error = EBADF;
     return -1;
   }
-  ssize_t n =
-      syscall(SYS_sendto, use.fd(), data, size, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
+  ssize_t n = syscall(SYS_sendto, use.fd(), data, size, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
   *error = n < 0 ? errno : 0;
   return n;
 }
@@ -166,9 +165,9 @@ void BadGateway(Relay& r, const char* target, int error) {
   r.server_eof = true;  // as if the server had sent the 502 and closed
   r.server_shut = true;
   char body[192];
-  int body_length = snprintf(body, sizeof(body),
-                             "retain front door: cannot reach the server at %s: %s\n", target,
-                             strerror(error));
+  int body_length =
+      snprintf(body, sizeof(body), "retain front door: cannot reach the server at %s: %s\n", target,
+               strerror(error));
   if (body_length < 0) body_length = 0;
   if (static_cast<size_t>(body_length) >= sizeof(body)) body_length = sizeof(body) - 1;
   int length = snprintf(r.down.data, kRelayPipeBytes,
@@ -298,8 +297,8 @@ void CheckEnds(Relay& r, int64_t now_ms) {
 
 }  // namespace
 
-void StartRelay(Relay& r, int epoll, int client, int server, uint16_t local_port,
-                int connect_error, const char* target) {
+void StartRelay(Relay& r, int epoll, int client, int server, uint16_t local_port, int connect_error,
+                const char* target) {
   r.epoll = epoll;
   r.client = client;
   r.server = server;
@@ -349,10 +348,11 @@ void PumpRelay(Relay& r, int64_t now_ms, const char* target) {
     if (SettledRequestSnapshot() >= r.hold_ordinal) {
       r.hold_ordinal = 0;
     } else if (now_ms - r.hold_since_ms >= kRelayHoldLimitMs) {
-      LogDiagnostic("front door: the snapshot of request %llu took over %lld ms; letting the "
-                    "next request through",
-                    static_cast<unsigned long long>(r.hold_ordinal),
-                    static_cast<long long>(kRelayHoldLimitMs));
+      LogDiagnostic(
+          "front door: the snapshot of request %llu took over %lld ms; letting the "
+          "next request through",
+          static_cast<unsigned long long>(r.hold_ordinal),
+          static_cast<long long>(kRelayHoldLimitMs));
       r.hold_ordinal = 0;
     }
   }

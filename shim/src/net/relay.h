@@ -71,18 +71,18 @@ enum class RelayPhase : uint8_t {
 
 struct Relay {
   RelayPhase phase;
-  int epoll;   // own_fds handles: the front door's epoll set,
-  int client;  // the client's socket,
-  int server;  // the server's (-1 once closed: bad gateway)
+  int epoll;            // own_fds handles: the front door's epoll set,
+  int client;           // the client's socket,
+  int server;           // the server's (-1 once closed: bad gateway)
   uint16_t local_port;  // the server connection's own port (net/front_door.h)
   bool client_readable, client_writable, server_readable, server_writable;
-  bool client_eof, server_eof;      // the side ended its sending
-  bool client_shut, server_shut;    // we shut our sending to the side
-  bool closed;                      // ended: the front door frees it
-  bool again;                       // PumpRelay stopped at its turn's limit
-  uint64_t hold_ordinal;            // every-N snapshot to wait for (0: none)
+  bool client_eof, server_eof;    // the side ended its sending
+  bool client_shut, server_shut;  // we shut our sending to the side
+  bool closed;                    // ended: the front door frees it
+  bool again;                     // PumpRelay stopped at its turn's limit
+  uint64_t hold_ordinal;          // every-N snapshot to wait for (0: none)
   int64_t hold_since_ms;
-  int64_t linger_until_ms;          // 0: not lingering
+  int64_t linger_until_ms;  // 0: not lingering
   HttpSniffer sniffer;
   // Tags of the requests written to the server and not yet answered, oldest
   // first (0 for a path RETAIN_HTTP_PATHS leaves out).
@@ -90,8 +90,8 @@ struct Relay {
   int pending_head;
   int pending_count;
   uint32_t up_fed;  // bytes at the head of `up` the sniffer has seen
-  RelayPipe up;    // client -> server
-  RelayPipe down;  // server -> client
+  RelayPipe up;     // client -> server
+  RelayPipe down;   // server -> client
 };
 
 // Starts a relay for `client` and the `server` socket whose connect()
@@ -99,8 +99,8 @@ struct Relay {
 // whose body names `target`, "127.0.0.1:8080"). Both sockets are in the
 // `epoll` set, or are added by the caller after this returns (the server's
 // only while r.server >= 0).
-void StartRelay(Relay& r, int epoll, int client, int server, uint16_t local_port,
-                int connect_error, const char* target);
+void StartRelay(Relay& r, int epoll, int client, int server, uint16_t local_port, int connect_error,
+                const char* target);
 
 // After an event: what epoll said about one side.
 void NoteRelayEvent(Relay& r, bool server_side, uint32_t events);
