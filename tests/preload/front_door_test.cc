@@ -597,6 +597,43 @@ TEST(FrontDoorTest, BelongsToTheServerNotToItsWrapperOrItsChildren) {
   }
 }
 
+// retain-run sets it up with one flag, and refuses a side that is not
+// loopback before anything runs.
+TEST(FrontDoorTest, RetainRunSetsItUpWithOneFlag) {
+  TempDir dir;
+  const int door = FreeLoopbackPort();
+  const int port = FreeLoopbackPort();
+  RunOptions options;
+  options.argv = {"/bin/bash",
+                  SourceRoot() + "/scripts/retain-run",
+                  "-o",
+                  dir.path(),
+                  "--front-door",
+                  std::to_string(door) + ":" + std::to_string(port),
+                  FixturePath("raw_http_server"),
+                  std::to_string(port)};
+  options.env["RETAIN_LIB"] = ShimPath();
+  proc::Child child(options);
+  ASSERT_TRUE(child.WaitForStdout("listening on", 10000)) << child.Stderr();
+  std::vector<std::string> responses = Converse(door, {Request("GET", "/id", "via-retain-run")});
+  ASSERT_EQ(responses.size(), 1u);
+  EXPECT_NE(responses[0].find("id=via-retain-run"), std::string::npos);
+  child.Signal(SIGTERM);  // retain-run execs: the server itself
+  EXPECT_EQ(child.Wait(30).exit_code, 0);
+  std::vector<v1::Snapshot> snapshots = proc::LoadAll(dir.path());
+  ASSERT_FALSE(snapshots.empty());
+  const v1::Tag* tag = FindTag(snapshots.back(), "via-retain-run");
+  ASSERT_NE(tag, nullptr);
+  EXPECT_EQ(tag->source(), v1::TAG_SOURCE_FRONT_DOOR);
+
+  RunOptions refused = options;
+  refused.argv[5] = "0.0.0.0:" + std::to_string(door) + ":" + std::to_string(port);
+  RunResult result = retain::test::Run(refused);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.stderr_data.find("--front-door must be LISTEN:TARGET"), std::string::npos)
+      << result.stderr_data;
+}
+
 TEST(FrontDoorTest, AnythingButLoopbackIsRefusedAtStart) {
   const int port = FreeLoopbackPort();
   const int target = FreeLoopbackPort();
