@@ -290,6 +290,48 @@ TEST(FrontDoorTest, ClientsGetExactlyTheServersBytes) {
   EXPECT_GT(long_stream[0].size(), 200000u);
 }
 
+// Requests sent together (pipelined) reach the server in order, come back
+// in order, byte for byte, and each is tagged and ended by its own response.
+TEST(FrontDoorTest, PipelinedRequestsEndInOrder) {
+  DoorServer server(Env{});
+  ASSERT_TRUE(server.ready());
+  const std::string together = Request("GET", "/chunked?n=3", "p1") +
+                               Request("POST", "/keep?kib=3", "p2", "xyz") +
+                               Request("GET", "/id", "p3");
+  auto exchange = [&](int port) {
+    std::vector<std::string> responses;
+    int fd = ConnectTcp(port);
+    EXPECT_GE(fd, 0);
+    EXPECT_TRUE(SendAll(fd, together));
+    std::string pending;
+    for (int i = 0; i < 3; ++i) {
+      std::string response;
+      if (!ReadResponse(fd, &pending, &response)) break;
+      responses.push_back(response);
+    }
+    close(fd);
+    return responses;
+  };
+  std::vector<std::string> direct = exchange(server.server_port());
+  std::vector<std::string> relayed = exchange(server.listen_port());
+  ASSERT_EQ(relayed.size(), 3u);
+  EXPECT_EQ(relayed, direct);
+  EXPECT_NE(relayed[2].find("id=p3"), std::string::npos);
+  RunResult stopped = server.Stop();
+  EXPECT_EQ(stopped.exit_code, 0);
+  const v1::Snapshot exit_snapshot = server.Snapshots().back();
+  EXPECT_EQ(exit_snapshot.header().requests_closed(), 3u);
+  EXPECT_EQ(exit_snapshot.header().requests_aborted(), 0u);
+  uint32_t previous = 0;
+  for (const char* id : {"p1", "p2", "p3"}) {
+    const v1::Tag* tag = FindTag(exit_snapshot, id);
+    ASSERT_NE(tag, nullptr) << id;
+    EXPECT_GT(tag->id(), previous) << id << " opened after the one before it";
+    EXPECT_GT(tag->end_time_us(), 0u);
+    previous = tag->id();
+  }
+}
+
 // One keep-alive client, one request after another, every framing, and a
 // snapshot after each: snapshot N is labelled requests-N, shows request N
 // ended (not aborted) with its id, method and path, and holds

@@ -37,6 +37,7 @@
 #include "net/process_lineage.h"
 #include "net/relay.h"
 #include "snapshot/request_events.h"
+#include "snapshot/triggers.h"
 
 namespace retain::shim {
 namespace {
@@ -644,6 +645,13 @@ void StartFrontDoor() {
                    strerror(errno));
     errno = saved;
     return;
+  }
+  if (config.snapshot_every != 0) {
+    // The every-N snapshots of relayed requests are the service thread's to
+    // write (net/relay.h): started now, so the relay thread never starts a
+    // thread (pthread_create may allocate from the host's heap).
+    WakeServiceThread();
+    StartServiceThread();
   }
   int error = StartShimThread("retain-door", FrontDoorThreadMain);
   if (error != 0) {
