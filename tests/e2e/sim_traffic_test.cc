@@ -396,19 +396,34 @@ TEST(SimTrafficTest, KeepAliveThroughTheFrontDoorReadsAsWithTheSniffer) {
   EXPECT_EQ(relayed.cache.flat_from_request, sniffed.cache.flat_from_request) << relayed.text;
 }
 
+// Four clients at once through the front door: the trie reads linear at
+// the sniffer's bytes per request, the cache bounded at the sniffer's level.
+// Its verdict may differ in name: the snapshot a request makes due is
+// written by the shim's thread a moment after the response (the sniffer
+// writes on the thread that sent it), while the other clients go on, so a
+// cache that fills within the first few requests can be caught in one step
+// between two snapshots: `warm-up`, "a plateau reached in one step", where
+// the sniffer's denser early snapshots read `plateau` (seen in 2 runs of
+// 13 on a loaded two-core machine). Both say bounded.
 TEST(SimTrafficTest, FourConcurrentClientsThroughTheFrontDoorReadAsWithTheSniffer) {
   constexpr int kConcurrentRequests = 64;
   TrafficTrend sniffed = RunTraffic(Traffic::kConcurrent, {}, kConcurrentRequests);
   TrafficTrend relayed = RunTraffic(Traffic::kConcurrent, {{"RETAIN_HTTP", "off"}},
                                     kConcurrentRequests, /*front_door=*/true);
   ExpectIncreasingTo(relayed.x, kConcurrentRequests);
-  ExpectLikeTheBaseline(relayed);
+  EXPECT_EQ(relayed.trie.verdict, "linear") << relayed.text;
   EXPECT_EQ(relayed.trie.verdict, sniffed.trie.verdict);
+  EXPECT_NEAR(relayed.trie.bytes_per_request, kTrieBytesPerRequest, 0.05 * kTrieBytesPerRequest)
+      << relayed.text;
   EXPECT_NEAR(relayed.trie.bytes_per_request, sniffed.trie.bytes_per_request,
               0.05 * kTrieBytesPerRequest)
       << relayed.text << "\n"
       << sniffed.text;
-  EXPECT_EQ(relayed.cache.verdict, sniffed.cache.verdict);
+  EXPECT_EQ(sniffed.cache.verdict, "plateau") << sniffed.text;
+  EXPECT_TRUE(relayed.cache.verdict == "plateau" || relayed.cache.verdict == "warm-up")
+      << relayed.text;
+  EXPECT_NEAR(relayed.cache.level, kCacheBytes, 4 * 1024) << relayed.text;
+  EXPECT_EQ(relayed.cache.level, sniffed.cache.level);
 }
 
 // The sniffer left on: the server's libc calls see the relayed

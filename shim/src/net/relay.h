@@ -20,11 +20,14 @@
 // client in full (or is aborted when the connection ends first). Nobody's
 // thread gets the tag: the relay is not the server's thread, so the
 // server's allocations fall to the process-latest rule. When a request's
-// end makes an every-N snapshot due, it is queued for the service thread
+// end makes an every-N snapshot due and none is in flight, it is queued for
+// the service thread under the request's count
 // (snapshot/request_events.h: EndRequestQueued) and the client's next bytes
 // are held from the server until that snapshot is settled (or
 // kRelayHoldLimitMs passed): a sequential client's snapshot after request N
-// shows requests 1..N exactly, and the other connections keep flowing.
+// shows requests 1..N exactly, and the other connections keep flowing. A
+// due request that ends while one is in flight is coalesced into the next
+// and not held, as with the sniffer.
 //
 // Relay thread only. Sockets are own_fds handles (non-blocking, TCP_NODELAY),
 // watched edge-triggered: the readable/writable flags below remember what

@@ -35,11 +35,15 @@ enum class RequestEnd : uint8_t {
 void EndRequest(uint32_t id, RequestEnd how = RequestEnd::kCompleted);
 
 // For a relay that must not write snapshots on its thread: closes the tag
-// like EndRequest, but a due every-N snapshot is always queued for the
-// service thread (started if it is not running; the caller must be a shim
-// thread). Returns the ordinal whose snapshot must be settled before the
-// relay lets the connection's next request reach the server; 0 when none
-// is due.
+// like EndRequest, and mirrors it without writing: when a snapshot is due
+// and no request snapshot is in flight, one is queued for the service
+// thread under this request's count, and the return value is that ordinal:
+// the relay holds the connection's next request back from the server until
+// it is settled (as EndRequest holds the thread that writes). A due
+// request that ends while one is in flight is coalesced into the next, and
+// 0 is returned (no hold), as EndRequest does when the writer is busy. 0
+// too when none is due. The service thread is started if it is not running
+// (the caller must be a shim thread).
 uint64_t EndRequestQueued(uint32_t id, RequestEnd how);
 
 // The highest ordinal whose every-N snapshot is settled: written, failed,
