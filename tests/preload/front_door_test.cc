@@ -1,7 +1,9 @@
 // The front door (RETAIN_FRONT_DOOR, shim/src/net/front_door.h) in front of
 // raw_http_server (tests/fixtures/raw_http_server.c), a server whose
 // sockets bypass libc entirely (raw system calls, as Go, io_uring or a
-// static network stack): real loopback connections, real snapshots.
+// static network stack), and a Go net/http server with cgo
+// (tests/fixtures/go_http_server, where Go is installed): real loopback
+// connections, real snapshots.
 //
 // What a client sees is what the server sent, byte for byte; each request
 // relayed opens a tag (X-Request-Id, method, path) that ends with its
@@ -121,12 +123,14 @@ std::string Request(const std::string& method, const std::string& target, const 
 // listens on.
 class DoorServer {
  public:
-  explicit DoorServer(Env env, int target_port = 0, bool behind_sh = false) {
+  explicit DoorServer(Env env, int target_port = 0, bool behind_sh = false,
+                      const std::string& program = "raw_http_server") {
+    program_ = program;
     listen_port_ = FreeLoopbackPort();
     server_port_ = FreeLoopbackPort();
     target_port_ = target_port != 0 ? target_port : server_port_;
     RunOptions options;
-    options.argv = {FixturePath("raw_http_server"), std::to_string(server_port_)};
+    options.argv = {FixturePath(program), std::to_string(server_port_)};
     if (behind_sh) {  // sh -c '"$@"; exit 0' sh PROGRAM PORT: sh forks, then waits
       options.argv.insert(options.argv.begin(), {"/bin/sh", "-c", "\"$@\"; exit 0", "sh"});
     }
@@ -185,7 +189,7 @@ class DoorServer {
   std::vector<v1::Snapshot> Snapshots() const {
     std::map<uint32_t, v1::Snapshot> by_sequence;
     for (const std::string& file : proc::SnapshotPaths(dir_.path())) {
-      if (file.find("raw_http_server." + std::to_string(server_pid_) + ".") == std::string::npos) {
+      if (file.find(program_ + "." + std::to_string(server_pid_) + ".") == std::string::npos) {
         continue;
       }
       v1::Snapshot snapshot = LoadSnapshot(file);
@@ -202,6 +206,7 @@ class DoorServer {
   }
 
  private:
+  std::string program_;
   TempDir dir_;
   TempDir log_dir_;
   std::unique_ptr<proc::Child> child_;
@@ -403,6 +408,59 @@ TEST(FrontDoorTest, SequentialKeepAliveSnapshotsAreExact) {
       EXPECT_EQ(count, i <= n ? 1u : 0u) << steps[i - 1].target << " kept in snapshot " << n;
       if (count == 1) {
         EXPECT_EQ(first->second, "seq-" + std::to_string(i)) << steps[i - 1].target;
+      }
+    }
+  }
+}
+
+// A Go net/http server (cgo, so it takes LD_PRELOAD), whose sockets the
+// shim never sees: through the front door each request is tagged, and the
+// snapshot after request N holds exactly the C memory requests 1..N kept,
+// each block tagged with its request. (Go stops on SIGTERM without running
+// the shim's exit path, the subject of other work: the test stops it with
+// SIGKILL and reads the every-N snapshots.)
+TEST(FrontDoorTest, AGoServerIsTaggedAndItsSnapshotsAreExact) {
+  if (access(FixturePath("go_http_server").c_str(), X_OK) != 0) {
+    GTEST_SKIP() << "go_http_server not built (no Go toolchain)";
+  }
+  DoorServer server(Env{{"RETAIN_SNAPSHOT_EVERY", "1"}, {"RETAIN_SIGNAL", "none"}}, 0, false,
+                    "go_http_server");
+  ASSERT_TRUE(server.ready()) << server.Log();
+  const std::vector<std::string> targets = {"/keep?kib=5", "/id",         "/keep?kib=6",
+                                            "/stream?n=4", "/keep?kib=7", "/keep?kib=8"};
+  const std::vector<int> kept_kib = {5, 0, 6, 0, 7, 8};
+  std::vector<std::string> requests;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const bool keep = kept_kib[i] != 0;
+    requests.push_back(Request(keep ? "POST" : "GET", targets[i], "go-" + std::to_string(i + 1)));
+  }
+  std::vector<std::string> responses = Converse(server.listen_port(), requests);
+  ASSERT_EQ(responses.size(), requests.size());
+  EXPECT_NE(responses[1].find("id=go-2"), std::string::npos) << responses[1];
+  EXPECT_NE(responses[3].find("data: [DONE]"), std::string::npos) << responses[3];
+  ASSERT_TRUE(WaitUntil([&] { return server.Snapshots().size() >= requests.size(); }, 10000))
+      << server.Log();
+  server.child().Signal(SIGKILL);
+  server.child().Wait(10);
+  std::vector<v1::Snapshot> snapshots = server.Snapshots();
+  ASSERT_EQ(snapshots.size(), requests.size());
+  for (size_t n = 1; n <= requests.size(); ++n) {
+    SCOPED_TRACE("snapshot after request " + std::to_string(n));
+    const v1::Snapshot& snapshot = snapshots[n - 1];
+    EXPECT_EQ(snapshot.header().label(), "requests-" + std::to_string(n));
+    EXPECT_EQ(snapshot.header().requests_closed(), n);
+    const v1::Tag* tag = FindTag(snapshot, "go-" + std::to_string(n));
+    ASSERT_NE(tag, nullptr);
+    EXPECT_EQ(tag->source(), v1::TAG_SOURCE_FRONT_DOOR);
+    EXPECT_GT(tag->end_time_us(), 0u);
+    std::multimap<uint64_t, std::string> rows = HeapRowsBySize(snapshot);
+    for (size_t i = 1; i <= requests.size(); ++i) {
+      if (kept_kib[i - 1] == 0) continue;
+      auto [first, last] = rows.equal_range(static_cast<uint64_t>(kept_kib[i - 1]) * 1024);
+      const size_t count = static_cast<size_t>(std::distance(first, last));
+      EXPECT_EQ(count, i <= n ? 1u : 0u) << targets[i - 1];
+      if (count == 1) {
+        EXPECT_EQ(first->second, "go-" + std::to_string(i)) << targets[i - 1];
       }
     }
   }
