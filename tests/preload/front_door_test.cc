@@ -295,6 +295,38 @@ TEST(FrontDoorTest, ClientsGetExactlyTheServersBytes) {
   EXPECT_GT(long_stream[0].size(), 200000u);
 }
 
+// Bytes that are not HTTP pass as they are, untagged, and do no harm; a
+// client that half-closes after its request still gets the whole response.
+TEST(FrontDoorTest, GarbageAndHalfClosesPassThrough) {
+  DoorServer server(Env{});
+  ASSERT_TRUE(server.ready());
+  std::string garbage(70 * 1024, '\0');
+  uint32_t state = 12345;
+  for (char& c : garbage) {
+    state = state * 1103515245u + 12345u;
+    c = static_cast<char>(state >> 24);
+  }
+  garbage[0] = 0x16;  // as a TLS ClientHello starts
+  for (int port : {server.server_port(), server.listen_port()}) {
+    int fd = ConnectTcp(port);
+    ASSERT_GE(fd, 0);
+    SendAll(fd, garbage);
+    EXPECT_EQ(ReadAll(fd, 10000), "") << "the server drops what it cannot read, either way";
+    close(fd);
+  }
+  control::Response whole =
+      control::Exchange(ConnectTcp(server.listen_port()), Request("GET", "/chunked?n=50", "half"));
+  EXPECT_EQ(whole.status, 200);
+  EXPECT_NE(whole.body.find("chunk 49\n\r\n0\r\n\r\n"), std::string::npos) << whole.body;
+  RunResult stopped = server.Stop();
+  EXPECT_EQ(stopped.exit_code, 0);
+  const v1::Snapshot exit_snapshot = server.Snapshots().back();
+  EXPECT_EQ(exit_snapshot.header().requests_closed(), 1u) << "only the HTTP request";
+  const v1::Tag* tag = FindTag(exit_snapshot, "half");
+  ASSERT_NE(tag, nullptr);
+  EXPECT_FALSE(tag->aborted());
+}
+
 // Requests sent together (pipelined) reach the server in order, come back
 // in order, byte for byte, and each is tagged and ended by its own response.
 TEST(FrontDoorTest, PipelinedRequestsEndInOrder) {
