@@ -64,6 +64,10 @@ std::atomic<int> g_state;
 
 // Handles (own_fds). g_epoll and g_wake, once made, live as long as the
 // process (OnSettled and StopFrontDoor write to g_wake from other threads).
+// Both are anon-inode descriptors, which own_fds' identity check (device
+// and inode) cannot tell from another epoll set or eventfd at the same
+// number; they sit high in the shim's range, which the host reaches only
+// by dup2 (the hooks move them first) or a raw system call.
 std::atomic<int> g_epoll{-1};
 std::atomic<int> g_wake{-1};
 int g_listener = -1;  // relay thread (and StartFrontDoor before it starts)
