@@ -80,6 +80,39 @@ bool ReadOnOff(const char* name) {
   return true;
 }
 
+// A numeric loopback host ("127.0.0.1", "::1" or "[::1]") into `out`
+// (address only). False, with `why` set, for anything else.
+bool ParseLoopbackHost(char* name, LoopbackPort* out, const char** why) {
+  size_t length = strlen(name);
+  char* start = name;
+  if (length >= 2 && name[0] == '[' && name[length - 1] == ']') {
+    name[length - 1] = '\0';
+    start = name + 1;
+  }
+  *out = LoopbackPort{};
+  struct in_addr v4;
+  struct in6_addr v6;
+  if (inet_pton(AF_INET, start, &v4) == 1) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&v4.s_addr);
+    if (bytes[0] != 127) {
+      *why = "is not a loopback address (127.0.0.0/8 or ::1): refused";
+      return false;
+    }
+    memcpy(out->addr, bytes, 4);
+    return true;
+  }
+  if (inet_pton(AF_INET6, start, &v6) == 1) {
+    if (memcmp(&v6, &in6addr_loopback, sizeof(v6)) != 0) {
+      *why = "is not a loopback address (127.0.0.0/8 or ::1): refused";
+      return false;
+    }
+    memcpy(out->addr, &v6, 16);
+    out->ipv6 = true;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool ParseByteSize(const char* text, uint64_t* bytes) {
@@ -196,33 +229,67 @@ bool ParseControl(const char* text, Config* config, const char** why) {
   if (length >= sizeof(name)) return false;
   memcpy(name, host, length);
   name[length] = '\0';
-  char* start = name;
-  if (length >= 2 && name[0] == '[' && name[length - 1] == ']') {
-    name[length - 1] = '\0';
-    start = name + 1;
-  }
-  struct in_addr v4;
-  struct in6_addr v6;
-  if (inet_pton(AF_INET, start, &v4) == 1) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(&v4.s_addr);
-    if (bytes[0] != 127) {
-      *why = "is not a loopback address (127.0.0.0/8 or ::1): refused";
-      return false;
-    }
-    memcpy(config->control_addr, bytes, 4);
-    config->control_ipv6 = false;
-  } else if (inet_pton(AF_INET6, start, &v6) == 1) {
-    if (memcmp(&v6, &in6addr_loopback, sizeof(v6)) != 0) {
-      *why = "is not a loopback address (127.0.0.0/8 or ::1): refused";
-      return false;
-    }
-    memcpy(config->control_addr, &v6, 16);
-    config->control_ipv6 = true;
-  } else {
-    return false;
-  }
+  LoopbackPort address;
+  if (!ParseLoopbackHost(name, &address, why)) return false;
+  memcpy(config->control_addr, address.addr, sizeof(config->control_addr));
+  config->control_ipv6 = address.ipv6;
   config->control_port = static_cast<uint16_t>(port);
   config->control = ControlKind::kTcp;
+  return true;
+}
+
+bool ParseFrontDoor(const char* text, Config* config, const char** why) {
+  config->front_door = false;
+  *why = "is not LISTEN_PORT:TARGET_PORT (each side PORT, 127.0.0.1:PORT or [::1]:PORT)";
+  if (text == nullptr) return false;
+  // Tokens split at ':' outside brackets: [HOST] PORT [HOST] PORT, where a
+  // HOST is bracketed or dotted.
+  char copy[160];
+  size_t length = strlen(text);
+  if (length == 0 || length >= sizeof(copy)) return false;
+  memcpy(copy, text, length + 1);
+  char* tokens[4];
+  int count = 0;
+  bool in_brackets = false;
+  char* token = copy;
+  for (char* p = copy;; ++p) {
+    if (*p == '[') in_brackets = true;
+    if (*p == ']') in_brackets = false;
+    if ((*p == ':' && !in_brackets) || *p == '\0') {
+      if (count == 4) return false;
+      const bool end = *p == '\0';
+      *p = '\0';
+      tokens[count++] = token;
+      token = p + 1;
+      if (end) break;
+    }
+  }
+  LoopbackPort sides[2];
+  int next = 0;
+  for (LoopbackPort& side : sides) {
+    if (next >= count) return false;
+    side = LoopbackPort{};
+    side.addr[0] = 127;
+    side.addr[3] = 1;
+    char* first = tokens[next];
+    if (first[0] == '[' || strchr(first, '.') != nullptr) {
+      if (!ParseLoopbackHost(first, &side, why)) return false;
+      ++next;
+      if (next >= count) return false;
+    }
+    uint64_t port = 0;
+    if (!ParseUnsigned(tokens[next++], &port) || port == 0 || port > 65535) return false;
+    side.port = static_cast<uint16_t>(port);
+  }
+  if (next != count) return false;
+  if (sides[0].ipv6 == sides[1].ipv6 && sides[0].port == sides[1].port &&
+      memcmp(sides[0].addr, sides[1].addr, sizeof(sides[0].addr)) == 0) {
+    *why = "listens where it relays to: refused";
+    return false;
+  }
+  config->front_door_listen = sides[0];
+  config->front_door_target = sides[1];
+  config->front_door = true;
   return true;
 }
 
@@ -328,6 +395,13 @@ void LoadConfig(Config* config) {
     const char* why = nullptr;
     if (!ParseControl(text, config, &why)) {
       LogConfigError("RETAIN_CONTROL='%.128s' %s; no control endpoint", text, why);
+    }
+  }
+
+  if (const char* text = getenv("RETAIN_FRONT_DOOR"); text != nullptr && *text != '\0') {
+    const char* why = nullptr;
+    if (!ParseFrontDoor(text, config, &why)) {
+      LogConfigError("RETAIN_FRONT_DOOR='%.128s' %s; no front door", text, why);
     }
   }
 

@@ -13,6 +13,13 @@ namespace retain::shim {
 enum class UnwindMode { kCfi, kLibunwind, kFramePointer };
 enum class ControlKind { kOff, kUnix, kTcp };
 
+// A loopback TCP address: 127.0.0.0/8 or ::1, and a port.
+struct LoopbackPort {
+  bool ipv6;
+  unsigned char addr[16];  // network order (4 bytes for IPv4)
+  uint16_t port;           // host order
+};
+
 struct Config {
   // RETAIN_DIR: where snapshots go, made absolute at start (a relative one
   // is relative to the working directory the program started in). Default:
@@ -58,6 +65,13 @@ struct Config {
   // RETAIN_CONTROL_RATE: snapshots the endpoint writes in any one second
   // (POST and GET /snapshot together; beyond, 429). 1..kMaxControlRate.
   int control_rate;
+  // RETAIN_FRONT_DOOR: the front door (net/front_door.h), a loopback port of
+  // the shim's relaying to the server's port; off by default.
+  // "LISTEN:TARGET", each side a PORT (on 127.0.0.1) or HOST:PORT with HOST
+  // a loopback address (127.0.0.0/8 or [::1]); anything else is refused.
+  bool front_door;
+  LoopbackPort front_door_listen;
+  LoopbackPort front_door_target;
 };
 
 inline constexpr int kMaxDepth = 256;
@@ -82,6 +96,12 @@ bool ParseSignal(const char* text, int* signal_number);
 // leaves control off) on a malformed value or a TCP host that is not
 // loopback; `why` then says which. Exposed for tests.
 bool ParseControl(const char* text, Config* config, const char** why);
+
+// Parses a RETAIN_FRONT_DOOR value into config->front_door*. Returns false
+// (and leaves the front door off) on a malformed value, a host that is not
+// loopback, a port 0 or a listening address equal to the target; `why` then
+// says which. Exposed for tests.
+bool ParseFrontDoor(const char* text, Config* config, const char** why);
 
 // The configuration in force (valid after the shim initialised).
 const Config& GetConfig();

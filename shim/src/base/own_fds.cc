@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -29,6 +31,7 @@ struct Entry {
 SpinLock g_lock;
 Entry g_entries[kMaxShimFds];  // guarded by g_lock
 int g_owner;                   // the pid that holds them (0: none); guarded by g_lock
+std::atomic<int> g_span{kShimFdSpan};
 
 void RawClose(int fd) { syscall(SYS_close, fd); }
 int RawPid() { return static_cast<int>(syscall(SYS_getpid)); }
@@ -67,8 +70,9 @@ int HighBase() {
   rlim_t top = 1024;
   struct rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < top) top = limit.rlim_cur;
-  int base =
-      top > 2 * kShimFdSpan ? static_cast<int>(top) - kShimFdSpan : static_cast<int>(top) / 2;
+  const int span = g_span.load(std::memory_order_relaxed);
+  int base = top > 2 * static_cast<rlim_t>(span) ? static_cast<int>(top) - span
+                                                 : static_cast<int>(top) / 2;
   return base < 3 ? 3 : base;
 }
 
@@ -82,7 +86,7 @@ int CopyHigh(int fd) {
 // Lock held. Takes a descriptor just created (close-on-exec) into the
 // table, moved high. Returns its handle, or -1 with errno set (it is then
 // closed).
-int Register(int fd) {
+int Register(int fd, ShimFdPlace place = ShimFdPlace::kPreferHigh) {
   for (int handle = 0; handle < kMaxShimFds; ++handle) {
     Entry& entry = g_entries[handle];
     if (entry.used) continue;
@@ -93,6 +97,10 @@ int Register(int fd) {
       if (high >= 0) {
         RawClose(fd);
         fd = high;
+      } else if (place == ShimFdPlace::kHighOnly) {
+        RawClose(fd);
+        errno = EMFILE;
+        return -1;
       }
     }
     struct stat st;
@@ -162,13 +170,29 @@ int OwnInRange(unsigned first, unsigned last, int* out) {
 
 }  // namespace
 
-int ShimSocket(int domain, int type) {
+void ReserveShimFdSpan(int extra) {
+  if (extra > 0) g_span.fetch_add(extra, std::memory_order_relaxed);
+}
+
+int ShimSocket(int domain, int type, ShimFdPlace place) {
   SpinLockHolder hold(g_lock);
   int fd = socket(domain, type | SOCK_CLOEXEC, 0);
+  return fd < 0 ? -1 : Register(fd, place);
+}
+
+int ShimEpoll() {
+  SpinLockHolder hold(g_lock);
+  int fd = epoll_create1(EPOLL_CLOEXEC);
   return fd < 0 ? -1 : Register(fd);
 }
 
-int ShimAccept(int listener, int flags) {
+int ShimEventFd() {
+  SpinLockHolder hold(g_lock);
+  int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  return fd < 0 ? -1 : Register(fd);
+}
+
+int ShimAccept(int listener, int flags, ShimFdPlace place) {
   SpinLockHolder hold(g_lock);
   int listen_fd = ValidHandle(listener) ? Current(g_entries[listener]) : -1;
   if (listen_fd < 0) {
@@ -177,7 +201,7 @@ int ShimAccept(int listener, int flags) {
   }
   int fd =
       static_cast<int>(syscall(SYS_accept4, listen_fd, nullptr, nullptr, flags | SOCK_CLOEXEC));
-  return fd < 0 ? -1 : Register(fd);
+  return fd < 0 ? -1 : Register(fd, place);
 }
 
 int ShimOpen(const char* path, int flags, unsigned int mode) {

@@ -2,11 +2,14 @@
 // control endpoint's listener and connections, a snapshot being streamed, a
 // /proc file being read), kept out of the host's way.
 //
-// Descriptor numbers belong to the host; the shim borrows a few, and:
+// Descriptor numbers belong to the host; the shim borrows a few (and the
+// front door two per relayed connection), and:
 //  - keeps them above the range programs reuse: each is created under the
 //    lock and moved (fcntl F_DUPFD_CLOEXEC) to the lowest free number from
-//    kShimFdSpan below min(soft RLIMIT_NOFILE, 1024) (1024: the kernel's
-//    descriptor table, which fork copies, stays small), close-on-exec;
+//    the span below min(soft RLIMIT_NOFILE, 1024) (1024: the kernel's
+//    descriptor table, which fork copies, stays small), close-on-exec. The
+//    span is kShimFdSpan numbers, plus kFrontDoorFds once the front door
+//    reserved them (ReserveShimFdSpan), never more than the upper half;
 //  - keeps them out of the host's close/close_range/closefrom/dup2/dup3
 //    (hooks/fd_hooks.cc): close() of one fails with EBADF and dup2() from one
 //    too, as they would without the shim; close_range() and closefrom()
@@ -25,7 +28,8 @@
 // (the shim's sockets are non-blocking) and the host's close_range/closefrom
 // /dup2/dup3 onto the shim's range. Never allocates, never throws; errno is
 // preserved except where a function says it sets it. A process has at most
-// kMaxShimFds of them.
+// kMaxShimFds of them; the handle table is scanned linearly (hundreds of
+// entries) when a descriptor is created or closed, never on its use.
 #ifndef RETAIN_SHIM_SRC_BASE_OWN_FDS_H_
 #define RETAIN_SHIM_SRC_BASE_OWN_FDS_H_
 
@@ -34,16 +38,36 @@
 
 namespace retain::shim {
 
-inline constexpr int kMaxShimFds = 32;
+// The front door (net/front_door.h): its listener, handover socket, epoll
+// and eventfd, and two per relayed connection.
+inline constexpr int kMaxFrontDoorConnections = 192;
+inline constexpr int kFrontDoorFds = 4 + 2 * kMaxFrontDoorConnections;
+// The rest: the control endpoint's listener and connections, snapshot files
+// being written or streamed, /proc files being read.
+inline constexpr int kMaxShimFds = 32 + kFrontDoorFds;
 inline constexpr int kShimFdSpan = 64;
+
+// Widens the span the shim's descriptors are moved into by `extra`
+// numbers (the front door's, at its start), within the upper half of the
+// table. Call before creating them.
+void ReserveShimFdSpan(int extra);
+
+// Where a new descriptor may live: moved into the span if it can be, else
+// where the kernel put it (kPreferHigh); or only in the span, failing with
+// EMFILE when it is full (kHighOnly: the front door's connections, which
+// would otherwise crowd the host's low numbers).
+enum class ShimFdPlace { kPreferHigh, kHighOnly };
 
 // Each creates a descriptor for the shim (close-on-exec, moved high) and
 // returns its handle (>= 0), or -1 with errno set (EMFILE when the table is
 // full). ShimAccept accepts on `listener` (a handle) with accept4 `flags`
 // (SOCK_CLOEXEC is added); it fails with EBADF when the listener is lost.
-int ShimSocket(int domain, int type);
-int ShimAccept(int listener, int flags);
+int ShimSocket(int domain, int type, ShimFdPlace place = ShimFdPlace::kPreferHigh);
+int ShimAccept(int listener, int flags, ShimFdPlace place = ShimFdPlace::kPreferHigh);
 int ShimOpen(const char* path, int flags, unsigned int mode = 0);
+// An epoll instance, and an eventfd (non-blocking, counter 0).
+int ShimEpoll();
+int ShimEventFd();
 
 // Holds the lock while the shim operates on the handle's descriptor: fd()
 // is its number, verified to still be the shim's, or -1 when lost. Make

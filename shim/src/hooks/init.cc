@@ -17,6 +17,7 @@
 #include "gpu/runtime_lookup.h"
 #include "gpu/vulkan_manifest.h"
 #include "net/control_server.h"
+#include "net/front_door.h"
 #include "record/gpu_devices.h"
 #include "record/gpu_recorder.h"
 #include "record/live_tables.h"
@@ -93,6 +94,7 @@ void ForkChild() {
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();
   ControlServerResetInChild();
+  FrontDoorResetInChild();
   --g_thread.busy;
 }
 
@@ -128,6 +130,7 @@ __attribute__((constructor)) void ShimConstructor() {
   InstallSnapshotTriggers();
   InstallVulkanLayer();  // before main: the loader reads the environment later
   StartControlServer();
+  StartFrontDoor();
   char unresolved[512];
   UnresolvedHooks(unresolved, sizeof(unresolved));
   if (unresolved[0] != '\0') {
@@ -141,6 +144,7 @@ __attribute__((constructor)) void ShimConstructor() {
 __attribute__((destructor)) void ShimDestructor() {
   if (g_inert || !ShimReady()) return;
   StopControlServer();  // its socket file goes first: the exit snapshot may take a while
+  StopFrontDoor();
   WriteExitSnapshot();
 }
 

@@ -3,7 +3,7 @@
 // POST /trim (malloc_trim, snapshot/trim.h; under the same rate limit),
 // POST /mark and /mark/end, GET /stats and /metrics (kinds named by
 // proto/kinds.h, totals from the one walk of record/live_tables.h), POST
-// /handover (who asks, from /proc), and Dispatch, which routes a complete
+// /handover (who asks: net/process_lineage.h), and Dispatch, which routes a complete
 // request to one of them. The transport (listener, poll loop, connections,
 // deadlines) is net/control_server.cc.
 //
@@ -31,6 +31,7 @@
 #include "net/control_request.h"
 #include "net/control_server.h"
 #include "net/control_transport.h"
+#include "net/process_lineage.h"
 #include "net/socket_table.h"
 #include "record/kinds.h"
 #include "record/live_table.h"
@@ -273,188 +274,6 @@ void ServeMarkEnd(Connection* c, int64_t now) {
   Reply(c, now, 200, "text/plain; charset=utf-8", body, static_cast<size_t>(n));
 }
 
-// The parent of `pid` from /proc/PID/stat ("pid (comm) state ppid ..."; comm
-// may hold spaces and parentheses, so the last ')' ends it). -1 if unknown.
-int ParentOf(int pid) {
-  char path[48];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  int file = ShimOpen(path, O_RDONLY);
-  if (file < 0) return -1;
-  char text[512];
-  ssize_t n;
-  {
-    ShimFdUse use(file);
-    n = use.fd() < 0 ? -1 : pread(use.fd(), text, sizeof(text), 0);
-  }
-  ShimFdClose(file);
-  if (n <= 0) return -1;
-  const char* close_paren = nullptr;
-  for (ssize_t i = n - 1; i >= 0; --i) {
-    if (text[i] == ')') {
-      close_paren = text + i;
-      break;
-    }
-  }
-  const char* end = text + n;
-  // ") S 1234 "
-  if (close_paren == nullptr || end - close_paren < 5) return -1;
-  const char* p = close_paren + 4;
-  int parent = 0;
-  bool digits = false;
-  for (; p < end && *p >= '0' && *p <= '9'; ++p) {
-    parent = parent * 10 + (*p - '0');
-    digits = true;
-    if (parent > (1 << 22)) return -1;
-  }
-  return digits ? parent : -1;
-}
-
-bool IsDescendant(int pid) {
-  int self = static_cast<int>(syscall(SYS_getpid));
-  for (int step = 0; step < kMaxAncestry && pid > 1; ++step) {
-    int parent = ParentOf(pid);
-    if (parent < 0) return false;
-    if (parent == self) return true;
-    pid = parent;
-  }
-  return false;
-}
-
-// The kernel's spelling of a TCP address in /proc/net/tcp and tcp6: the
-// address's 32-bit words as stored, in hex, then the port ("0100007F:1F90").
-bool ProcNetAddress(const struct sockaddr_storage& address, char* out, size_t size) {
-  uint32_t words[4];
-  if (address.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const struct sockaddr_in*>(&address);
-    memcpy(words, &in->sin_addr, 4);
-    snprintf(out, size, "%08X:%04X", words[0], ntohs(in->sin_port));
-    return true;
-  }
-  if (address.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const struct sockaddr_in6*>(&address);
-    memcpy(words, &in6->sin6_addr, 16);
-    snprintf(out, size, "%08X%08X%08X%08X:%04X", words[0], words[1], words[2], words[3],
-             ntohs(in6->sin6_port));
-    return true;
-  }
-  return false;
-}
-
-// Field `index` (0-based, space-separated) of the line [line, end).
-bool LineField(const char* line, const char* end, int index, const char** field, size_t* length) {
-  const char* p = line;
-  for (int i = 0;; ++i) {
-    while (p < end && *p == ' ') ++p;
-    const char* start = p;
-    while (p < end && *p != ' ') ++p;
-    if (start == p) return false;
-    if (i == index) {
-      *field = start;
-      *length = static_cast<size_t>(p - start);
-      return true;
-    }
-  }
-}
-
-uint64_t ParseDecimal(const char* text, size_t length, bool* ok) {
-  uint64_t n = 0;
-  *ok = length > 0 && length <= 19;
-  for (size_t i = 0; *ok && i < length; ++i) {
-    *ok = text[i] >= '0' && text[i] <= '9';
-    n = n * 10 + static_cast<uint64_t>(text[i] - '0');
-  }
-  return n;
-}
-
-// The socket inode and owner of the TCP connection from `from` to `to`,
-// from /proc/net/tcp (or tcp6). Reads at most 256 MiB of it.
-bool FindTcpSocket(const struct sockaddr_storage& from, const struct sockaddr_storage& to,
-                   uint64_t* inode, uint64_t* uid) {
-  char local[64];
-  char remote[64];
-  if (!ProcNetAddress(from, local, sizeof(local)) || !ProcNetAddress(to, remote, sizeof(remote))) {
-    return false;
-  }
-  int file = ShimOpen(from.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", O_RDONLY);
-  if (file < 0) return false;
-  char line[512];
-  size_t used = 0;
-  bool found = false;
-  uint64_t offset = 0;
-  while (!found && offset < (uint64_t{256} << 20)) {
-    ssize_t n;
-    {
-      ShimFdUse use(file);
-      n = use.fd() < 0 ? -1
-                       : pread(use.fd(), g_scratch, sizeof(g_scratch), static_cast<off_t>(offset));
-    }
-    if (n <= 0) break;
-    offset += static_cast<uint64_t>(n);
-    for (ssize_t i = 0; i < n && !found; ++i) {
-      if (g_scratch[i] != '\n') {
-        if (used < sizeof(line)) line[used++] = g_scratch[i];
-        continue;
-      }
-      const char* end = line + used;
-      const char* field;
-      size_t length;
-      if (used < sizeof(line) && LineField(line, end, 1, &field, &length) &&
-          ControlTokenIs(field, length, local) && LineField(line, end, 2, &field, &length) &&
-          ControlTokenIs(field, length, remote)) {
-        bool ok_uid = false;
-        bool ok_inode = false;
-        if (LineField(line, end, 7, &field, &length)) *uid = ParseDecimal(field, length, &ok_uid);
-        if (LineField(line, end, 9, &field, &length)) {
-          *inode = ParseDecimal(field, length, &ok_inode);
-        }
-        found = ok_uid && ok_inode && *inode != 0;
-      }
-      used = 0;
-    }
-  }
-  ShimFdClose(file);
-  return found;
-}
-
-// True when process `pid` has socket inode `inode` open.
-bool HoldsSocket(int pid, uint64_t inode) {
-  char path[48];
-  snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-  int dir = ShimOpen(path, O_RDONLY | O_DIRECTORY);
-  if (dir < 0) return false;
-  char wanted[48];
-  int wanted_length =
-      snprintf(wanted, sizeof(wanted), "socket:[%llu]", static_cast<unsigned long long>(inode));
-  bool found = false;
-  for (int rounds = 0; !found && rounds < 4096; ++rounds) {
-    long n;
-    {
-      ShimFdUse use(dir);
-      n = use.fd() < 0 ? -1 : syscall(SYS_getdents64, use.fd(), g_scratch, sizeof(g_scratch));
-    }
-    if (n <= 0) break;
-    for (long at = 0; at < n && !found;) {
-      // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
-      unsigned short record;
-      memcpy(&record, g_scratch + at + 16, sizeof(record));
-      const char* name = g_scratch + at + 19;
-      if (record == 0) break;
-      if (name[0] != '.') {
-        char target[64];
-        ssize_t length;
-        {
-          ShimFdUse use(dir);
-          length = use.fd() < 0 ? -1 : readlinkat(use.fd(), name, target, sizeof(target));
-        }
-        found = length == wanted_length && memcmp(target, wanted, static_cast<size_t>(length)) == 0;
-      }
-      at += record;
-    }
-  }
-  ShimFdClose(dir);
-  return found;
-}
-
 // Who asks, over TCP: the pid the request names (?pid=N), believed only if
 // that process holds the connection's other end (its socket inode, found in
 // /proc/net/tcp, is among /proc/N/fd) and it is this user's. -1 otherwise;
@@ -464,7 +283,7 @@ int TcpAsker(Connection* c, const char** why) {
   const char* value = nullptr;
   long length = ControlQueryValue(r.query, r.query_length, "pid", &value);
   bool ok = false;
-  uint64_t pid = length > 0 ? ParseDecimal(value, static_cast<size_t>(length), &ok) : 0;
+  uint64_t pid = length > 0 ? ParseProcDecimal(value, static_cast<size_t>(length), &ok) : 0;
   if (!ok || pid < 2 || pid > (1u << 22)) {
     *why = "say who asks: ?pid=N";
     return -1;

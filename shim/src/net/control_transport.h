@@ -34,7 +34,6 @@ inline constexpr int kBacklog = 64;
 inline constexpr size_t kMaxLabel = 64;
 inline constexpr size_t kMaxRequestId = 127;
 inline constexpr int kMarkDepth = 256;
-inline constexpr int kMaxAncestry = 64;
 
 // The endpoint's life in this process.
 enum State : int {

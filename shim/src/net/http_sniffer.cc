@@ -136,6 +136,12 @@ void HttpSniffer::OnClose(HttpEventSink& sink) {
   mode_ = kClosed;
 }
 
+void HttpSniffer::OnReset(HttpEventSink& sink) {
+  if (mode_ != kActive) return;
+  while (pending_ > 0) AbortOldest(sink);
+  mode_ = kClosed;
+}
+
 void HttpSniffer::Feed(Stream& s, bool inbound, const char* data, size_t size,
                        HttpEventSink& sink) {
   if (data == nullptr) return;

@@ -71,7 +71,13 @@ class HttpSniffer {
   // whether its response was cut mid-body or never started, gets
   // kRequestAborted, oldest first.
   void OnClose(HttpEventSink& sink);
+  // The connection broke before its end (a reset, or a relay that could
+  // not deliver the response): every request still open gets
+  // kRequestAborted, oldest first, a close-delimited response included.
+  void OnReset(HttpEventSink& sink);
   bool ignored() const;
+  // Requests read whose responses are not complete yet.
+  int pending() const { return pending_; }
 
   // Fields: the class must be trivially constructible and valid when
   // zero-filled (the shim keeps one per socket in zeroed arena memory), with

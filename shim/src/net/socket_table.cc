@@ -8,6 +8,7 @@
 #include "base/arena.h"
 #include "base/config.h"
 #include "base/spin_lock.h"
+#include "net/front_door.h"
 #include "net/http_sniffer.h"
 #include "record/tag_table.h"
 #include "snapshot/request_events.h"
@@ -23,6 +24,7 @@ constexpr int kDirectorySize = kMaxFd >> kPageBits;
 struct Connection {
   SpinLock lock;
   bool tracked;
+  bool check_peer;  // the front door is on: is the peer its port? (first bytes)
   HttpSniffer sniffer;
   // Tags of the requests read and not yet answered, oldest first (0 for a
   // request on a path RETAIN_HTTP_PATHS leaves out).
@@ -51,8 +53,9 @@ Connection* Find(int fd, bool create) {
   return &page[fd & (kPageSize - 1)];
 }
 
-// Whether RETAIN_HTTP_PATHS lets `path` open a tag.
-bool PathWanted(const char* path) {
+}  // namespace
+
+bool HttpPathWanted(const char* path) {
   const char* list = GetConfig().http_paths;
   if (list[0] == '\0') return true;
   size_t length = strlen(path);
@@ -65,6 +68,8 @@ bool PathWanted(const char* path) {
   }
   return false;
 }
+
+namespace {
 
 // Requests to end once the connection's lock is released.
 struct Ended {
@@ -84,7 +89,7 @@ void OnEvent(void* context, const HttpEvent& event) {
   switch (event.type) {
     case HttpEventType::kRequestStarted: {
       uint32_t id = 0;
-      if (PathWanted(event.head.path)) {
+      if (HttpPathWanted(event.head.path)) {
         id = BeginRequest(TagSource::kHttp, Attribution::kHttpThread, event.head.request_id,
                           event.head.method, event.head.path);
       }
@@ -123,6 +128,13 @@ void WithConnection(int fd, Feed feed) {
   {
     SpinLockHolder hold(c->lock);
     if (!c->tracked) return;
+    if (c->check_peer) {
+      c->check_peer = false;
+      if (IsFromFrontDoor(fd)) {
+        c->tracked = false;  // the front door tags these requests
+        return;
+      }
+    }
     SinkContext context{c, &ended};
     HttpEventSink sink{OnEvent, &context};
     feed(*c, sink);
@@ -140,6 +152,7 @@ void TrackAcceptedSocket(int fd) {
   memset(&c->sniffer, 0, sizeof(c->sniffer));
   c->pending_head = 0;
   c->pending_count = 0;
+  c->check_peer = GetConfig().front_door;
   c->tracked = true;
 }
 

@@ -2,6 +2,11 @@
 // follows (RETAIN_HTTP), by file descriptor, each with its HttpSniffer and
 // the tags of the requests it has open, oldest first.
 //
+// A connection that comes from the shim's own front door (net/front_door.h)
+// is left to it: the front door tags its requests, once. It is recognised
+// at its first inbound bytes (its peer is a front-door port), which the
+// front door sends only after it has noted its port.
+//
 // Pages of 256 descriptors are mapped on first use, so an untracked
 // descriptor costs one load to rule out. A connection's state is guarded by
 // its own lock; events are turned into tag operations by the caller after
@@ -28,6 +33,9 @@ void CountHostAccept();
 uint64_t HostAcceptCount();
 // From close: the connection ends; its open requests end.
 void SocketClosed(int fd);
+// Whether RETAIN_HTTP_PATHS lets a request for `path` open a tag (shared
+// with the front door, net/relay.h).
+bool HttpPathWanted(const char* path);
 // True when `fd` is followed (cheap; for the read/write hooks' fast path).
 bool IsTrackedSocket(int fd);
 // Bytes the host read from / wrote to a followed socket (the host's buffers,

@@ -1,7 +1,8 @@
 // tag_table: request tags — who asked for the work an allocation serves.
 //
-// A tag is opened by retain_request_begin() or by an HTTP request head read
-// on an accepted socket, and closed when the request ends. Ids count from 1
+// A tag is opened by retain_request_begin(), by an HTTP request head read
+// on an accepted socket, or by one the front door relays (net/front_door.h),
+// and closed when the request ends. Ids count from 1
 // in opening order. Which tag an allocation gets is decided by
 // AttributeAllocation: the thread's own tag (explicit or from the HTTP head
 // it read), else the most recently opened request still open (a server's
@@ -34,7 +35,7 @@ namespace retain::shim {
 
 // Values of retain.v1.Attribution and retain.v1.TagSource.
 enum class Attribution : uint8_t { kNone = 0, kExplicit = 1, kHttpThread = 2, kProcessLatest = 3 };
-enum class TagSource : uint8_t { kApi = 1, kHttp = 2, kControl = 3 };
+enum class TagSource : uint8_t { kApi = 1, kHttp = 2, kControl = 3, kFrontDoor = 4 };
 
 // Ended tags no live allocation references, kept for the next snapshot to
 // report (each request's bytes allocated while open) even when snapshots

@@ -34,6 +34,28 @@ enum class RequestEnd : uint8_t {
 // thread's, and writes (or queues) the every-N snapshot when one is due.
 void EndRequest(uint32_t id, RequestEnd how = RequestEnd::kCompleted);
 
+// For a relay that must not write snapshots on its thread: closes the tag
+// like EndRequest, and mirrors it without writing: when a snapshot is due
+// and no request snapshot is in flight, one is queued for the service
+// thread under this request's count, and the return value is that ordinal:
+// the relay holds the connection's next request back from the server until
+// it is settled (as EndRequest holds the thread that writes). A due
+// request that ends while one is in flight is coalesced into the next, and
+// 0 is returned (no hold), as EndRequest does when the writer is busy. 0
+// too when none is due. The service thread is started if it is not running
+// (the caller must be a shim thread).
+uint64_t EndRequestQueued(uint32_t id, RequestEnd how);
+
+// The highest ordinal whose every-N snapshot is settled: written, failed,
+// dropped at exit, or replaced by a newer one that was written.
+uint64_t SettledRequestSnapshot();
+
+// Called, on the thread that settled it, each time SettledRequestSnapshot
+// advances; nullptr for none. It must be cheap, async with respect to the
+// caller (it may be a host thread ending a sniffed request) and must not
+// end requests itself.
+void SetRequestSnapshotListener(void (*listener)());
+
 // From the service thread: writes the every-N snapshot that EndRequest
 // queued because the writer was busy, if there is one. At exit it is
 // dropped instead (the program is tearing down; the exit snapshot follows).

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <string>
 #include <utility>
 
 namespace retain::shim {
@@ -147,6 +149,51 @@ TEST(ConfigTest, TooSmallMemoryCapIsRaisedToTheMinimum) {
     EXPECT_EQ(err, std::string("retain: RETAIN_MAX_MEMORY='") + value +
                        "' is below the smallest cap that records anything; using 8MiB\n");
     EXPECT_EQ(config.max_memory, kMinMaxMemory);
+  }
+}
+
+// RETAIN_FRONT_DOOR: LISTEN:TARGET, each side a port on 127.0.0.1 or a
+// loopback HOST:PORT; anything else refused with the reason.
+TEST(ConfigTest, ParsesTheFrontDoor) {
+  Config config{};
+  const char* why = nullptr;
+  ASSERT_TRUE(ParseFrontDoor("8081:8080", &config, &why));
+  EXPECT_TRUE(config.front_door);
+  EXPECT_FALSE(config.front_door_listen.ipv6);
+  EXPECT_EQ(config.front_door_listen.port, 8081);
+  EXPECT_EQ(config.front_door_target.port, 8080);
+  const unsigned char localhost[4] = {127, 0, 0, 1};
+  EXPECT_EQ(memcmp(config.front_door_listen.addr, localhost, 4), 0);
+  EXPECT_EQ(memcmp(config.front_door_target.addr, localhost, 4), 0);
+
+  ASSERT_TRUE(ParseFrontDoor("127.0.0.2:8081:[::1]:8080", &config, &why));
+  const unsigned char second[4] = {127, 0, 0, 2};
+  EXPECT_EQ(memcmp(config.front_door_listen.addr, second, 4), 0);
+  EXPECT_TRUE(config.front_door_target.ipv6);
+  EXPECT_EQ(config.front_door_target.addr[15], 1);
+  EXPECT_EQ(config.front_door_target.port, 8080);
+
+  ASSERT_TRUE(ParseFrontDoor("[::1]:8081:8080", &config, &why));
+  EXPECT_TRUE(config.front_door_listen.ipv6);
+  EXPECT_FALSE(config.front_door_target.ipv6);
+  // The same port on two addresses is no loop.
+  EXPECT_TRUE(ParseFrontDoor("127.0.0.2:8080:8080", &config, &why));
+
+  for (const char* refused : {"0.0.0.0:8081:8080", "192.168.1.5:8081:8080", "8081:10.0.0.1:8080",
+                              "[::]:8081:8080", "[2001:db8::1]:8081:8080"}) {
+    EXPECT_FALSE(ParseFrontDoor(refused, &config, &why)) << refused;
+    EXPECT_FALSE(config.front_door) << refused;
+    EXPECT_NE(std::string(why).find("not a loopback address"), std::string::npos) << refused;
+  }
+  EXPECT_FALSE(ParseFrontDoor("8080:8080", &config, &why));
+  EXPECT_NE(std::string(why).find("listens where it relays to"), std::string::npos);
+  for (const char* malformed :
+       {"", "8081", "8081:", ":8080", "8081:8080:", "0:8080", "8081:0", "8081:65536",
+        "localhost:8081:8080", "8081:8080:8079", "127.0.0.1:8081", "[::1:8081:8080", "a:b",
+        "127.0.0.1:8081:127.0.0.1", "8081 :8080", "8081:+8080",
+        "1:2:3:4:5:6:7:8:9:10:11:12:13:14:15:16:17:18:19:20:21:22:23:24:25:26:27:28:29:30"}) {
+    EXPECT_FALSE(ParseFrontDoor(malformed, &config, &why)) << malformed;
+    EXPECT_FALSE(config.front_door) << malformed;
   }
 }
 

@@ -45,6 +45,7 @@ class Conn {
     for (char c : bytes) sniffer_.OnOutbound(&c, 1, sink_);
   }
   void Close() { sniffer_.OnClose(sink_); }
+  void Reset() { sniffer_.OnReset(sink_); }
 
   // The events since the last call.
   std::vector<std::string> Take() {
@@ -454,6 +455,22 @@ TEST(HttpSnifferTest, StreamDelimitedByTheCloseFinishesAtTheClose) {
   EXPECT_EQ(conn.Take(), Events{"S GET /events "});
   conn.Close();
   EXPECT_EQ(conn.Take(), Events{"F"});
+}
+
+// A connection that broke (the front door could not deliver the rest):
+// even a response delimited by the close is cut, so aborted; then silence.
+TEST(HttpSnifferTest, ResetAbortsEveryOpenRequestEvenOneDelimitedByTheClose) {
+  Conn conn;
+  conn.In("GET /events HTTP/1.1\r\n\r\nGET /next HTTP/1.1\r\n\r\n");
+  conn.Out("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: 1\n\n");
+  EXPECT_EQ(conn.Take(), (Events{"S GET /events ", "S GET /next "}));
+  EXPECT_EQ(conn.sniffer().pending(), 2);
+  conn.Reset();
+  EXPECT_EQ(conn.Take(), (Events{"A", "A"}));
+  EXPECT_EQ(conn.sniffer().pending(), 0);
+  conn.Close();
+  conn.In("GET /more HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(conn.Take(), Events{});
 }
 
 // Connection: close after a whole response: finished by its length, the
