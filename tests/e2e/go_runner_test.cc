@@ -1,20 +1,28 @@
 // The Ollama-runner look-alike (examples/ollama-runner-sim: Go, its model
 // state in C memory through cgo), unmodified, under the shim on loopback.
-// Go's net/http makes its own system calls, so these runs take their
-// snapshots by signal (RETAIN_SIGNAL, chained with the Go runtime's handler)
-// one per request, and at the SIGTERM that stops the server. The trend must
+// Go's net/http makes its own system calls, so the HTTP sniffer never sees
+// it: the runs take their snapshots either by signal (RETAIN_SIGNAL, chained
+// with the Go runtime's handler) one per request, or after every request
+// through the shim's front door (RETAIN_FRONT_DOOR, RETAIN_SNAPSHOT_EVERY=1),
+// which also tags the requests; and at the SIGTERM that stops the server. The trend must
 // tell the bounded state snapshot cache (plateau at its budget) from the
 // orphaned trie nodes (linear, their exact bytes per request), each named by
 // the Go function that allocates it, across the cgo call.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdio>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "tests/e2e/diff_test_util.h"
+#include "tests/preload/control_helpers.h"
 #include "tests/preload/proc_helpers.h"
+#include "tests/support/http_load.h"
 #include "tests/support/test_support.h"
+#include "tools/lib/snapshot_reader.h"
 
 namespace retain::test {
 namespace {
@@ -25,6 +33,7 @@ constexpr int64_t kLeakBytesPerRequest = 4 * kNodeBytes;       // 256-char promp
 constexpr int64_t kCacheBytes = 16 << 20;                      // --cache-mib 16: 4 states of 4 MiB
 constexpr int64_t kBoundedKvBytes = 4 * kLeakBytesPerRequest;  // 4 snapshots pin 4 prompts
 constexpr int kWaitMs = 30000;
+constexpr int kConcurrentRequests = 40;
 
 struct RunnerRun {
   std::vector<std::string> per_request;  // the snapshot after request 1..N
@@ -175,6 +184,158 @@ TEST(GoRunnerTest, GoHeapIsOneNamedOwner) {
   const int64_t allocated = json.Integral(g + "retained_allocated_bytes");
   EXPECT_GT(resident, 0);
   EXPECT_GT(allocated, 16 * resident) << live.stdout_data;
+}
+
+// A distinct 256-character prompt per request (its first 64-character trie
+// chunk differs from every other request's), as send_requests.py makes them.
+std::string Prompt(int64_t n) {
+  char head[32];
+  std::snprintf(head, sizeof(head),
+                "%08llx req-%lld: ", static_cast<unsigned long long>(n * 2654435761u),
+                static_cast<long long>(n));
+  std::string prompt = head;
+  while (prompt.size() < 256) prompt += "the runner keeps its KV trie and its state snapshots. ";
+  return "{\"prompt\": \"" + prompt.substr(0, 256) + "\"}";
+}
+
+struct DoorRun {
+  std::vector<std::string> per_request;  // requests-1 .. requests-N in order
+  std::vector<v1::Snapshot> loaded;
+  RunResult server;
+};
+
+// The runner behind the front door with RETAIN_SNAPSHOT_EVERY=1: `drive`
+// sends the requests to the front door's port.
+DoorRun RunBehindFrontDoor(const TempDir& dir, const std::vector<std::string>& flags,
+                           const std::function<void(int door_port)>& drive) {
+  DoorRun run;
+  const int door = control::FreeLoopbackPort();
+  const int port = control::FreeLoopbackPort();
+  RunOptions options;
+  options.argv = {std::string(RETAIN_GO_RUNNER_PATH), "--port", std::to_string(port)};
+  options.argv.insert(options.argv.end(), flags.begin(), flags.end());
+  options.env["RETAIN_DIR"] = dir.path();
+  options.env["RETAIN_FRONT_DOOR"] = std::to_string(door) + ":" + std::to_string(port);
+  options.env["RETAIN_SNAPSHOT_EVERY"] = "1";
+  options.preload = true;
+  proc::Child server(options);
+  if (!server.WaitForStdout("listening on 127.0.0.1:", kWaitMs)) {
+    ADD_FAILURE() << "the runner did not start: " << server.Stderr();
+    return run;
+  }
+  drive(door);
+  EXPECT_TRUE(server.Signal(SIGTERM));
+  run.server = server.Wait(60);
+  std::map<int, std::string> by_request;
+  for (const std::string& file : proc::SnapshotPaths(dir.path())) {
+    const std::string label = LoadSnapshot(file).header().label();
+    if (label.rfind("requests-", 0) == 0) by_request[std::stoi(label.substr(9))] = file;
+  }
+  for (const auto& [n, file] : by_request) {
+    run.per_request.push_back(file);
+    run.loaded.push_back(LoadSnapshot(file));
+  }
+  return run;
+}
+
+Json TrendJson(const std::vector<std::string>& snapshots, std::string* text) {
+  std::vector<std::string> args = {"--trend", "--json", "--top", "0"};
+  args.insert(args.end(), snapshots.begin(), snapshots.end());
+  RunResult trend = RunDiff(args);
+  EXPECT_EQ(trend.exit_code, 0) << Describe(trend);
+  *text = trend.stdout_data;
+  return ParseJson(trend.stdout_data);
+}
+
+// No change in the server: a keep-alive client through the front door, a
+// snapshot after every request, each request tagged with its X-Request-Id.
+TEST(GoRunnerTest, FrontDoorTagsEachRequestAndTheTrendCountsRequests) {
+  TempDir dir;
+  DoorRun run = RunBehindFrontDoor(dir, {"--leak-orphans"}, [](int door) {
+    RunOptions client;
+    client.argv = {"python3",     SourceRoot() + "/examples/llm-server-sim/send_requests.py",
+                   "--port",      std::to_string(door),
+                   "--count",     std::to_string(kRequests),
+                   "--id-prefix", "req"};
+    RunResult sent = retain::test::Run(client);
+    EXPECT_EQ(sent.exit_code, 0) << sent.stdout_data << sent.stderr_data;
+  });
+  ASSERT_EQ(run.per_request.size(), static_cast<size_t>(kRequests));
+  EXPECT_EQ(run.server.exit_code, 0) << run.server.stderr_data;
+
+  const v1::Snapshot& last = run.loaded.back();
+  ASSERT_EQ(last.tags_size(), kRequests);
+  std::map<uint32_t, std::string> request_of_tag;
+  for (int i = 0; i < kRequests; ++i) {
+    const v1::Tag& tag = last.tags(i);
+    EXPECT_EQ(tag.request_id(), "req-" + std::to_string(i + 1));
+    EXPECT_EQ(tag.method(), "POST");
+    EXPECT_EQ(tag.path(), "/completion");
+    EXPECT_EQ(tag.source(), v1::TAG_SOURCE_FRONT_DOOR);
+    EXPECT_GT(tag.end_time_us(), 0u) << "the streamed response's end closed it";
+    request_of_tag[tag.id()] = tag.request_id();
+  }
+  // Every KV node is kept (the leak), tagged with the request that made
+  // it: 4 nodes each, found by the process-latest rule (the inference
+  // goroutine never read a socket).
+  std::map<std::string, int> nodes_of_request;
+  for (const tool::Allocation& row : tool::FlattenAllocations(last)) {
+    // KV buffers are C heap blocks (the Go runtime maps 64 KiB pieces too).
+    if (row.kind != v1::KIND_HEAP || row.size != static_cast<uint64_t>(kNodeBytes)) continue;
+    EXPECT_EQ(row.attribution, v1::ATTRIBUTION_PROCESS_LATEST);
+    ++nodes_of_request[request_of_tag[row.tag_id]];
+  }
+  ASSERT_EQ(nodes_of_request.size(), static_cast<size_t>(kRequests));
+  for (const auto& [request, nodes] : nodes_of_request) EXPECT_EQ(nodes, 4) << request;
+
+  std::string text;
+  Json json = TrendJson(run.per_request, &text);
+  ASSERT_TRUE(json.ok) << json.error;
+  EXPECT_TRUE(json.Bool("requests_from_tags"));
+  const int trie = RowOf(json, "main.newKVNode");
+  const int cache = RowOf(json, "main.(*snapshotCache).save");
+  ASSERT_GE(trie, 0) << text;
+  ASSERT_GE(cache, 0) << text;
+  const std::string t = "rows." + std::to_string(trie) + ".";
+  EXPECT_EQ(json.Str(t + "verdict"), "linear");
+  EXPECT_EQ(json.Integral(t + "bytes_per_request"), kLeakBytesPerRequest);
+  const std::string c = "rows." + std::to_string(cache) + ".";
+  EXPECT_EQ(json.Str(c + "verdict"), "plateau");
+  EXPECT_EQ(json.Integral(c + "level"), kCacheBytes);
+  EXPECT_EQ(json.Integral(c + "flat_from_request"), 4);
+}
+
+// Four clients at once, each on its own keep-alive connection: the runner
+// works one sequence at a time, but a snapshot can see the next request's
+// nodes before its capture, so the slope is checked within 5 %.
+TEST(GoRunnerTest, FourConcurrentClientsThroughTheFrontDoorGiveTheSameVerdicts) {
+  TempDir dir;
+  DoorRun run = RunBehindFrontDoor(dir, {"--leak-orphans"}, [](int door) {
+    LoadOptions load;
+    load.port = door;
+    load.connections = 4;
+    load.requests = kConcurrentRequests;
+    load.body = Prompt;
+    LoadResult result = DriveLoad(load);
+    EXPECT_EQ(result.ok, kConcurrentRequests) << result.first_error;
+  });
+  ASSERT_GE(run.per_request.size(), 8u) << "coalesced, but not to nothing";
+  ASSERT_EQ(run.loaded.back().header().requests_at_trigger(), kConcurrentRequests);
+  std::string text;
+  Json json = TrendJson(run.per_request, &text);
+  ASSERT_TRUE(json.ok) << json.error;
+  const int trie = RowOf(json, "main.newKVNode");
+  const int cache = RowOf(json, "main.(*snapshotCache).save");
+  ASSERT_GE(trie, 0) << text;
+  ASSERT_GE(cache, 0) << text;
+  const std::string t = "rows." + std::to_string(trie) + ".";
+  EXPECT_EQ(json.Str(t + "verdict"), "linear") << text;
+  EXPECT_NEAR(json.Number(t + "bytes_per_request"), kLeakBytesPerRequest,
+              0.05 * kLeakBytesPerRequest)
+      << text;
+  const std::string c = "rows." + std::to_string(cache) + ".";
+  EXPECT_EQ(json.Str(c + "verdict"), "plateau") << text;
+  EXPECT_EQ(json.Integral(c + "level"), kCacheBytes) << text;
 }
 
 }  // namespace
