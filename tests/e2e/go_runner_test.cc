@@ -184,6 +184,28 @@ TEST(GoRunnerTest, GoHeapIsOneNamedOwner) {
   const int64_t allocated = json.Integral(g + "retained_allocated_bytes");
   EXPECT_GT(resident, 0);
   EXPECT_GT(allocated, 16 * resident) << live.stdout_data;
+
+  // Grouped by site, the RSS explanation still says what the Go heap holds
+  // (the categories line, and "categories" in JSON), combined with other rules.
+  const std::string rules = SourceRoot() + "/share/rules/go.textproto," + SourceRoot() +
+                            "/share/rules/llama-server.textproto";
+  RunResult by_site = RunDiff({"--rules", rules, run.per_request.back()});
+  ASSERT_EQ(by_site.exit_code, 0) << Describe(by_site);
+  std::string categories_line;
+  for (const std::string& line : Lines(by_site.stdout_data)) {
+    if (line.rfind("  categories  ", 0) == 0) categories_line = line;
+  }
+  EXPECT_NE(categories_line.find("go-heap "), std::string::npos) << by_site.stdout_data;
+  EXPECT_NE(categories_line.find("(allocated "), std::string::npos) << categories_line;
+  RunResult by_site_json = RunDiff({"--json", "--rules", rules, run.per_request.back()});
+  ASSERT_EQ(by_site_json.exit_code, 0) << Describe(by_site_json);
+  Json site_json = ParseJson(by_site_json.stdout_data);
+  ASSERT_TRUE(site_json.ok) << site_json.error;
+  const int category = site_json.FindRow("categories", "category", "go-heap");
+  ASSERT_GE(category, 0) << by_site_json.stdout_data;
+  const std::string k = "categories." + std::to_string(category) + ".";
+  EXPECT_EQ(site_json.Integral(k + "retained_bytes"), resident);
+  EXPECT_EQ(site_json.Integral(k + "retained_allocated_bytes"), allocated);
 }
 
 // A distinct 256-character prompt per request (its first 64-character trie
@@ -303,6 +325,51 @@ TEST(GoRunnerTest, FrontDoorTagsEachRequestAndTheTrendCountsRequests) {
   EXPECT_EQ(json.Str(c + "verdict"), "plateau");
   EXPECT_EQ(json.Integral(c + "level"), kCacheBytes);
   EXPECT_EQ(json.Integral(c + "flat_from_request"), 4);
+}
+
+// A Go program that ends without a stop signal (os.Exit, main returning,
+// SIGKILL) leaves no last snapshot: per-request snapshots are the working
+// alternative, set up with retain-run's two flags.
+TEST(GoRunnerTest, RetainRunKeepsTheStateOfEveryRequestOfAProgramThatEndsAbruptly) {
+  TempDir dir;
+  const int door = control::FreeLoopbackPort();
+  const int port = control::FreeLoopbackPort();
+  RunOptions options;
+  options.argv = {SourceRoot() + "/scripts/retain-run",
+                  "-o",
+                  dir.path(),
+                  "--every",
+                  "1",
+                  "--front-door",
+                  std::to_string(door) + ":" + std::to_string(port),
+                  "--",
+                  std::string(RETAIN_GO_RUNNER_PATH),
+                  "--port",
+                  std::to_string(port),
+                  "--leak-orphans"};
+  options.env["RETAIN_LIB"] = ShimPath();
+  proc::Child server(options);
+  ASSERT_TRUE(server.WaitForStdout("listening on 127.0.0.1:", kWaitMs)) << server.Stderr();
+  RunOptions client;
+  client.argv = {"python3", SourceRoot() + "/examples/llm-server-sim/send_requests.py",
+                 "--port",  std::to_string(door),
+                 "--count", "3"};
+  RunResult sent = retain::test::Run(client);
+  ASSERT_EQ(sent.exit_code, 0) << sent.stdout_data << sent.stderr_data;
+  ASSERT_TRUE(server.Signal(SIGKILL));
+  server.Wait(30);
+  std::vector<std::string> files = proc::SnapshotPaths(dir.path());
+  ASSERT_EQ(files.size(), 3u);
+  const v1::Snapshot last = LoadSnapshot(files.back());
+  EXPECT_EQ(last.header().label(), "requests-3");
+  // The three requests' KV nodes, all kept (the leak).
+  uint64_t kv_bytes = 0;
+  for (const tool::Allocation& row : tool::FlattenAllocations(last)) {
+    if (row.kind == v1::KIND_HEAP && row.size == static_cast<uint64_t>(kNodeBytes)) {
+      kv_bytes += row.size;
+    }
+  }
+  EXPECT_EQ(kv_bytes, static_cast<uint64_t>(3 * kLeakBytesPerRequest));
 }
 
 // Four clients at once, each on its own keep-alive connection: the runner

@@ -177,6 +177,10 @@ struct DiffResult {
   ByteMeasures total_released;
   // Each device domain with rows, by name.
   std::vector<DomainTotal> devices;
+  // With --rules, whatever the grouping: the host rows by category, so the
+  // RSS explanation says how much of the memory each category holds (the Go
+  // heap of a Go program: share/rules/go.textproto). Empty without rules.
+  std::vector<DiffRow> categories;
 };
 
 struct DiffOptions {

@@ -140,6 +140,30 @@ std::vector<std::string> TrendOverFailOver(const TrendResult& trend, const FailO
   return lines;
 }
 
+namespace {
+
+// The host rows of the same diff grouped by category (symbols come from the
+// symbolizer's cache: the second grouping costs no second symbolization).
+absl::StatusOr<std::vector<DiffRow>> HostRowsByCategory(const v1::Snapshot* before,
+                                                        const v1::Snapshot& after,
+                                                        Symbolizer& symbolizer,
+                                                        OwnerOptions owner_options,
+                                                        const DiffOptions& diff_options) {
+  owner_options.by = GroupBy::kCategory;
+  absl::StatusOr<std::unique_ptr<OwnerResolver>> owners =
+      OwnerResolver::Create(symbolizer, owner_options);
+  if (!owners.ok()) return owners.status();
+  absl::StatusOr<DiffResult> by_category = ComputeDiff(before, after, **owners, diff_options);
+  if (!by_category.ok()) return by_category.status();
+  std::vector<DiffRow> rows;
+  for (DiffRow& row : by_category->rows) {
+    if (row.owner.domain == "host") rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
 absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
                                            std::vector<std::string>* notices) {
   absl::StatusOr<DiffPlan> plan = PlanDiffCommand(command);
@@ -236,6 +260,12 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
     absl::StatusOr<DiffResult> result =
         ComputeDiff(before, *snapshots.back(), **owners, diff_options);
     if (!result.ok()) return result.status();
+    if (owner_options.rules != nullptr) {
+      absl::StatusOr<std::vector<DiffRow>> categories =
+          HostRowsByCategory(before, *snapshots.back(), symbolizer, owner_options, diff_options);
+      if (!categories.ok()) return categories.status();
+      result->categories = *std::move(categories);
+    }
     if (!result->rss.adds_up_warning.empty() && plan->output != DiffOutput::kTable) {
       notices->push_back(absl::StrCat("warning: ", result->rss.adds_up_warning));
     }
