@@ -140,6 +140,26 @@ TEST(GoSignalsTest, WithoutTheShimSigusr2IsIgnoredAsWithIt) {
   EXPECT_FALSE(traced.Ended());
 }
 
+// C code in a Go program setting a handler with glibc's signal() (which
+// calls its own sigaction internally): the handler runs as without the
+// shim, after the stop snapshot.
+TEST(GoSignalsTest, AHandlerSetWithSignalRunsAfterTheStopSnapshot) {
+  RunResult plain = WithoutShim("csignal", SIGINT);
+  ASSERT_EQ(plain.exit_code, 5) << plain.stderr_data;
+  ASSERT_NE(plain.stdout_data.find("c handler"), std::string::npos);
+
+  TempDir dir;
+  proc::Child child(GoSignals("csignal", dir));
+  ASSERT_TRUE(child.WaitForStdout("ready", kWaitMs)) << child.Stderr();
+  ASSERT_TRUE(child.Signal(SIGINT));
+  RunResult result = child.Wait(30);
+  EXPECT_EQ(result.exit_code, 5) << result.stderr_data;
+  EXPECT_NE(result.stdout_data.find("c handler"), std::string::npos) << result.stdout_data;
+  std::vector<v1::Snapshot> stop = WithTrigger(dir.path(), v1::TRIGGER_STOP_SIGNAL);
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_EQ(stop[0].header().label(), "SIGINT");
+}
+
 TEST(GoSignalsTest, OsExitLeavesNoSnapshotAndTheSameStatus) {
   // A documented limit: os.Exit is a raw exit_group, invisible to the shim.
   TempDir dir;

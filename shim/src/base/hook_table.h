@@ -84,7 +84,8 @@
   X(clock_nanosleep)            \
   X(usleep)                     \
   X(sleep)                      \
-  X(sigaction)
+  X(sigaction)                  \
+  X(signal)
 #endif  // __APPLE__
 
 namespace retain::shim {

@@ -43,6 +43,7 @@ RETAIN_EXPORT int dup2(int old_fd, int new_fd) {
   if (RETAIN_LIKELY(!MaybeShimFd(old_fd) && !MaybeShimFd(new_fd)) || g_thread.busy != 0) {
     return g_real.dup2(old_fd, new_fd);
   }
+  BusyScope busy;  // the registry's lock is held inside (see IsShimFdBusy)
   return ShimFdsDup(old_fd, new_fd, 0, false);
 }
 
@@ -51,6 +52,7 @@ RETAIN_EXPORT int dup3(int old_fd, int new_fd, int flags) {
   if (RETAIN_LIKELY(!MaybeShimFd(old_fd) && !MaybeShimFd(new_fd)) || g_thread.busy != 0) {
     return g_real.dup3(old_fd, new_fd, flags);
   }
+  BusyScope busy;
   return ShimFdsDup(old_fd, new_fd, flags, true);
 }
 
@@ -59,12 +61,14 @@ RETAIN_EXPORT int close_range(unsigned int first, unsigned int last, int flags) 
       RETAIN_LIKELY(!MaybeShimFd(last > INT_MAX ? INT_MAX : static_cast<int>(last)))) {
     return LibcCloseRange(first, last, flags);
   }
+  BusyScope busy;
   return ShimFdsCloseRange(first, last, flags);
 }
 
 RETAIN_EXPORT void closefrom(int low) {
   if (HookReady() && g_thread.busy == 0 &&
       RETAIN_UNLIKELY(g_shim_fd_floor.load(std::memory_order_relaxed) != INT_MAX)) {
+    BusyScope busy;
     ShimFdsCloseFrom(low);
     return;
   }

@@ -24,6 +24,7 @@
 #include "record/recorder.h"
 #include "record/sampler.h"
 #include "record/tag_table.h"
+#include "snapshot/signal_chain.h"
 #include "snapshot/triggers.h"
 #include "snapshot/trim.h"
 #include "snapshot/writer.h"
@@ -93,6 +94,7 @@ void ForkChild() {
   g_thread.tid = 0;
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();
+  SignalChainResetInChild();
   ControlServerResetInChild();
   FrontDoorResetInChild();
   --g_thread.busy;

@@ -164,12 +164,20 @@ RETAIN_EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
   return result;
 }
 
+// IsShimFd takes the registry's lock: the thread counts as inside the shim
+// meanwhile, so a stop signal landing here never waits for a snapshot that
+// needs that lock (snapshot/signal_chain.h).
+static bool IsShimFdBusy(int fd) {
+  BusyScope scope;
+  return IsShimFd(fd);
+}
+
 // The connection's open requests end before the descriptor can be reused.
 // A descriptor of the shim's is not the host's to close (base/own_fds.h): as
 // without the shim, it is not open.
 RETAIN_EXPORT int close(int fd) {
   if (!HookReady()) return static_cast<int>(syscall(SYS_close, fd));
-  if (RETAIN_UNLIKELY(MaybeShimFd(fd)) && g_thread.busy == 0 && IsShimFd(fd)) {
+  if (RETAIN_UNLIKELY(MaybeShimFd(fd)) && g_thread.busy == 0 && IsShimFdBusy(fd)) {
     errno = EBADF;
     return -1;
   }

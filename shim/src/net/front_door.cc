@@ -144,6 +144,9 @@ void Wake() {
   int saved = errno;
   uint64_t one = 1;
   {
+    // Inside the shim while the registry's lock is held (a host thread
+    // may get here): a stop signal landing now does not wait for a snapshot.
+    BusyScope busy;
     ShimFdUse use(wake);
     if (use.fd() >= 0) syscall(SYS_write, use.fd(), &one, sizeof(one));
   }
@@ -527,6 +530,19 @@ void Dispatch(const struct epoll_event& event, int64_t now) {
   g_due[slot] = true;
 }
 
+// Ends the front door: every connection aborted, the listeners closed.
+void StopRelaying(const char* why) {
+  LogDiagnostic("front door: %s; it stops", why);
+  for (int slot = 0; slot < kMaxFrontDoorConnections; ++slot) {
+    if (g_slots[slot] != nullptr && g_slots[slot]->phase != RelayPhase::kFree) {
+      AbortRelay(*g_slots[slot]);
+      FreeSlot(slot);
+    }
+  }
+  CloseListeners();
+  g_state.store(kNone);
+}
+
 void ServeLoop() {
   int64_t next_thread_check_ms = 0;
   struct epoll_event events[kMaxEvents];
@@ -559,18 +575,16 @@ void ServeLoop() {
     const int64_t wait = ready ? 0 : (wake_at > now ? wake_at - now : 0);
     const int epoll = ShimFdNumber(g_epoll.load(std::memory_order_relaxed));
     if (epoll < 0) {
-      LogDiagnostic("front door: its epoll descriptor was closed by the program; it stops");
-      for (int slot = 0; slot < kMaxFrontDoorConnections; ++slot) {
-        if (g_slots[slot] != nullptr && g_slots[slot]->phase != RelayPhase::kFree) {
-          AbortRelay(*g_slots[slot]);
-          FreeSlot(slot);
-        }
-      }
-      CloseListeners();
-      g_state.store(kNone);
+      StopRelaying("its epoll descriptor was closed by the program");
       return;
     }
     const int count = epoll_wait(epoll, events, kMaxEvents, static_cast<int>(wait));
+    if (count < 0 && errno != EINTR) {
+      // The descriptor was closed or replaced behind the hooks (a raw
+      // system call): waiting again would fail again, at once, forever.
+      StopRelaying(strerror(errno));
+      return;
+    }
     now = NowMs();
     for (int i = 0; i < count; ++i) Dispatch(events[i], now);
     for (int slot = 0; slot < kMaxFrontDoorConnections; ++slot) {

@@ -88,19 +88,27 @@ void ChainTrampoline(int signal_number, siginfo_t* info, void* context) {
   } else if (t_stop_depth == 0) {
     WriteStopSnapshotFromHandler(StopSignalName(signal_number));
   }
-  uintptr_t handler = chained->handler.load(std::memory_order_acquire);
-  unsigned long flags = chained->flags.load(std::memory_order_acquire);
-  if ((flags & SA_RESETHAND) != 0 && handler != reinterpret_cast<uintptr_t>(SIG_DFL) &&
-      handler != reinterpret_cast<uintptr_t>(SIG_IGN)) {
-    // One-shot, as the program asked: from now on the default.
-    chained->handler.store(reinterpret_cast<uintptr_t>(SIG_DFL), std::memory_order_release);
-    chained->flags.store(flags & ~static_cast<unsigned long>(SA_RESETHAND),
-                         std::memory_order_release);
-    if (chained->stop) {
-      struct sigaction default_action;
-      memset(&default_action, 0, sizeof(default_action));
-      default_action.sa_handler = SIG_DFL;
-      g_real.sigaction(signal_number, &default_action, nullptr);
+  // The program's action, read whole (handler and flags together) and, for
+  // a one-shot handler, reset to the default in the same step, under the
+  // lock ChainedSigaction holds only with every signal blocked: it is never
+  // held by this thread, and another thread holds it for a few instructions.
+  uintptr_t handler;
+  unsigned long flags;
+  {
+    SpinLockHolder hold(g_lock);
+    handler = chained->handler.load(std::memory_order_relaxed);
+    flags = chained->flags.load(std::memory_order_relaxed);
+    if ((flags & SA_RESETHAND) != 0 && handler != reinterpret_cast<uintptr_t>(SIG_DFL) &&
+        handler != reinterpret_cast<uintptr_t>(SIG_IGN)) {
+      chained->handler.store(reinterpret_cast<uintptr_t>(SIG_DFL), std::memory_order_release);
+      chained->flags.store(flags & ~static_cast<unsigned long>(SA_RESETHAND),
+                           std::memory_order_release);
+      if (chained->stop) {
+        struct sigaction default_action;
+        memset(&default_action, 0, sizeof(default_action));
+        default_action.sa_handler = SIG_DFL;
+        g_real.sigaction(signal_number, &default_action, nullptr);
+      }
     }
   }
   errno = saved_errno;
@@ -113,11 +121,10 @@ void ChainTrampoline(int signal_number, siginfo_t* info, void* context) {
     return;
   }
   if (chained->stop) ++t_stop_depth;
-  if ((flags & SA_SIGINFO) != 0) {
-    reinterpret_cast<void (*)(int, siginfo_t*, void*)>(handler)(signal_number, info, context);
-  } else {
-    reinterpret_cast<void (*)(int)>(handler)(signal_number);
-  }
+  // Always the three-argument call: a one-argument handler ignores the
+  // other two (x86-64 and AArch64 pass them in registers), and a handler
+  // that wants them gets them whatever `flags` said a moment ago.
+  reinterpret_cast<void (*)(int, siginfo_t*, void*)>(handler)(signal_number, info, context);
   if (chained->stop) --t_stop_depth;
 }
 
@@ -216,6 +223,12 @@ bool InstallSignalChain(int snapshot_signal) {
 }
 
 bool SignalIsChained(int signal_number) { return Find(signal_number) != nullptr; }
+
+void SignalChainResetInChild() {
+  // Another thread may have held it at fork; the child has only this one.
+  g_lock.ResetInChild();
+  t_stop_depth = 0;
+}
 
 int ChainedSigaction(int signal_number, const struct sigaction* action,
                      struct sigaction* old_action) {

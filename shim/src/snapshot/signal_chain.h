@@ -44,7 +44,7 @@
 namespace retain::shim {
 
 // The longest a stop signal's handler waits for its snapshot.
-inline constexpr int kStopSnapshotWaitSeconds = 10;
+inline constexpr int kStopSnapshotWaitSeconds = 5;
 
 // From the constructor, in a Go program with RETAIN_GO_SIGNALS on: chains
 // the snapshot signal `snapshot_signal` (0: none), if it still has its
@@ -54,6 +54,10 @@ bool InstallSignalChain(int snapshot_signal);
 
 // True when sigaction() for `signal_number` must go through ChainedSigaction.
 bool SignalIsChained(int signal_number);
+
+// fork(): the child's copy of the chain's lock is free (another thread may
+// have held it at fork). From the atfork child handler.
+void SignalChainResetInChild();
 
 // sigaction() for a chained signal: the program's view, kept by the shim.
 // Same contract as sigaction(2).
