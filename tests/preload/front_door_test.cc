@@ -670,6 +670,40 @@ TEST(FrontDoorTest, ConnectionsBeyondItsLimitWaitTheirTurn) {
   EXPECT_EQ(server.Snapshots().back().header().requests_closed(), kConnections);
 }
 
+// At the limit, kept-alive connections nobody uses do not lock new clients
+// out: the one idle longest (over a second between two requests) is closed,
+// as a server closes idle keep-alive connections, and the newcomer is served.
+TEST(FrontDoorTest, IdleKeptAliveConnectionsMakeRoomAtTheLimit) {
+  DoorServer server(Env{});
+  ASSERT_TRUE(server.ready());
+  constexpr int kIdle = 192;  // the front door's limit
+  const std::string request = "GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  std::vector<int> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    int fd = ConnectTcp(server.listen_port());
+    ASSERT_GE(fd, 0) << i;
+    ASSERT_TRUE(SendAll(fd, request)) << i;
+    std::string pending, response;
+    ASSERT_TRUE(ReadResponse(fd, &pending, &response)) << i;
+    idle.push_back(fd);  // kept alive, unused from now on
+  }
+  int newcomer = ConnectTcp(server.listen_port());
+  ASSERT_GE(newcomer, 0);
+  ASSERT_TRUE(SendAll(newcomer, request));
+  std::string pending, response;
+  ASSERT_TRUE(ReadResponse(newcomer, &pending, &response));
+  EXPECT_EQ(response.compare(0, 15, "HTTP/1.1 200 OK"), 0) << response;
+  // The first connection, idle longest, was the one closed: its end is
+  // there to read at once (not a timeout).
+  struct pollfd wait = {idle[0], POLLIN, 0};
+  ASSERT_EQ(poll(&wait, 1, 5000), 1);
+  char byte;
+  EXPECT_EQ(read(idle[0], &byte, 1), 0);
+  close(newcomer);
+  for (int fd : idle) close(fd);
+  EXPECT_EQ(server.Stop().exit_code, 0);
+}
+
 // sh runs the server (sh -c 'server; exit 0', both under the shim): sh's
 // shim binds the front door first, the server asks for it and gets it (sh
 // does not listen on the target port, and the server is its child). A fork

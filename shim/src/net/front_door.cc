@@ -45,6 +45,9 @@ namespace {
 constexpr int kBacklog = 511;
 constexpr int kAcceptsPerTurn = 16;
 constexpr int64_t kAcceptPauseMs = 100;
+// At the connection limit, a kept-alive connection idle this long between two
+// requests is closed to admit a new client (CloseLongestIdle).
+constexpr int64_t kIdleBeforeCloseMs = 1000;
 constexpr int64_t kHandoverWaitMs = 3000;
 constexpr int kMaxEvents = 64;
 // epoll data: slot | side << 16 | generation << 32; these are not slots.
@@ -90,6 +93,7 @@ int g_active;
 bool g_listening;  // the listener is in the epoll set's interest
 int64_t g_accept_pause_until_ms;
 int64_t g_last_full_log_ms;
+uint64_t g_idle_closed;  // idle connections closed to admit new ones
 
 int64_t NowMs() {
   struct timespec now;
@@ -433,11 +437,37 @@ void SetNoDelay(int handle) {
   if (use.fd() >= 0) setsockopt(use.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// At the connection limit, a new client must not wait behind kept-alive
+// connections nobody uses: closes the one idle longest (at least
+// kIdleBeforeCloseMs between two requests, as servers close idle keep-alive
+// connections), making room. False when none is idle.
+bool CloseLongestIdle(int64_t now) {
+  int oldest = -1;
+  for (int slot = 0; slot < kMaxFrontDoorConnections; ++slot) {
+    const Relay* r = g_slots[slot];
+    if (r == nullptr || r->phase == RelayPhase::kFree || !RelayIdle(*r)) continue;
+    if (now - r->last_active_ms < kIdleBeforeCloseMs) continue;
+    if (oldest < 0 || r->last_active_ms < g_slots[oldest]->last_active_ms) oldest = slot;
+  }
+  if (oldest < 0) return false;
+  AbortRelay(*g_slots[oldest]);
+  FreeSlot(oldest);
+  ++g_idle_closed;
+  if (now - g_last_full_log_ms >= 10000) {
+    g_last_full_log_ms = now;
+    LogDiagnostic(
+        "front door: all %d connections in use; closed the one idle longest (%llu so far)",
+        kMaxFrontDoorConnections, static_cast<unsigned long long>(g_idle_closed));
+  }
+  return true;
+}
+
 // Accepts one connection and connects it to the server. False when there
 // is nothing (more) to accept now.
 bool AcceptOne(int64_t now) {
-  if (g_active >= kMaxFrontDoorConnections) {
-    SetListening(false);  // until a connection ends
+  if (g_active >= kMaxFrontDoorConnections && !CloseLongestIdle(now)) {
+    // Until a connection ends, or one has been idle long enough to close.
+    PauseAccepting(now, "every connection is in use");
     return false;
   }
   const int client = ShimAccept(g_listener, SOCK_NONBLOCK, ShimFdPlace::kHighOnly);
@@ -554,8 +584,9 @@ void ServeLoop() {
     }
     const int state = g_state.load();
     if (state != kServing && (g_listener >= 0 || g_handover >= 0)) CloseListeners();
-    if (state == kServing && g_listener >= 0 && !g_listening &&
-        g_active < kMaxFrontDoorConnections && now >= g_accept_pause_until_ms) {
+    // At the limit too: AcceptOne then closes an idle connection to make
+    // room, or pauses again (kAcceptPauseMs).
+    if (state == kServing && g_listener >= 0 && !g_listening && now >= g_accept_pause_until_ms) {
       SetListening(true);
     }
     // Work left from the last turn, deadlines, the accept pause, the

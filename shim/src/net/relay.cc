@@ -309,6 +309,7 @@ void StartRelay(Relay& r, int epoll, int client, int server, uint16_t local_port
   r.hold_ordinal = 0;
   r.hold_since_ms = 0;
   r.linger_until_ms = 0;
+  r.last_active_ms = 0;  // set by the first PumpRelay
   memset(&r.sniffer, 0, sizeof(r.sniffer));
   r.pending_head = r.pending_count = 0;
   r.up.start = r.up.end = 0;
@@ -339,6 +340,12 @@ void NoteRelayEvent(Relay& r, bool server_side, uint32_t events) {
 
 bool RelayHeld(const Relay& r) {
   return r.hold_ordinal != 0 && SettledRequestSnapshot() < r.hold_ordinal;
+}
+
+bool RelayIdle(const Relay& r) {
+  return r.phase == RelayPhase::kRelaying && !r.closed && r.pending_count == 0 &&
+         r.hold_ordinal == 0 && r.up.used() == 0 && r.down.used() == 0 && !r.client_eof &&
+         !r.server_eof && r.linger_until_ms == 0;
 }
 
 void PumpRelay(Relay& r, int64_t now_ms, const char* target) {
@@ -373,6 +380,7 @@ void PumpRelay(Relay& r, int64_t now_ms, const char* target) {
   }
   size_t moved_up = 0;
   size_t moved_down = 0;
+  if (r.last_active_ms == 0) r.last_active_ms = now_ms;
   for (;;) {
     bool broken_client = false;
     bool broken_server = false;
@@ -381,6 +389,7 @@ void PumpRelay(Relay& r, int64_t now_ms, const char* target) {
       progress |= MoveUp(r, now_ms, &moved_up, &broken_client, &broken_server);
     }
     if (broken_client || broken_server) return Broken(r, broken_server && !broken_client, now_ms);
+    if (progress) r.last_active_ms = now_ms;
     CheckEnds(r, now_ms);
     if (r.closed || !progress) return;
     if (moved_up >= kRelayBytesPerTurn || moved_down >= kRelayBytesPerTurn) {

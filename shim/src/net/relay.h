@@ -86,6 +86,7 @@ struct Relay {
   uint64_t hold_ordinal;          // every-N snapshot to wait for (0: none)
   int64_t hold_since_ms;
   int64_t linger_until_ms;  // 0: not lingering
+  int64_t last_active_ms;   // when a byte last moved (or the connection began)
   HttpSniffer sniffer;
   // Tags of the requests written to the server and not yet answered, oldest
   // first (0 for a path RETAIN_HTTP_PATHS leaves out).
@@ -120,6 +121,12 @@ int64_t RelayDeadline(const Relay& r);
 
 // True while the client's next bytes wait for a snapshot.
 bool RelayHeld(const Relay& r);
+
+// True for a kept-alive connection between two requests: relaying, no
+// request in flight or held, nothing buffered either way. Closing it then is
+// what a server does to an idle keep-alive connection (the client retries on
+// a new one).
+bool RelayIdle(const Relay& r);
 
 // Ends the connection now (the process exits, or the front door is
 // released): its open requests are aborted, both sockets closed.
