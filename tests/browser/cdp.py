@@ -301,8 +301,11 @@ class Browser:
                             " w: r.width, h: r.height}; })()" % json.dumps(selector))
         clip = {"x": max(0, box["x"] - margin), "y": max(0, box["y"] - margin),
                 "width": box["w"] + 2 * margin, "height": box["h"] + 2 * margin, "scale": 1}
+        # Beyond the viewport only when it must: that resizes the page for
+        # the capture, and a page that redraws on resize loses its hover.
+        beyond = clip["y"] + clip["height"] > self.height or clip["x"] + clip["width"] > self.width
         data = self.call("Page.captureScreenshot", {"format": "png", "clip": clip,
-                                                    "captureBeyondViewport": True})["data"]
+                                                    "captureBeyondViewport": beyond})["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
         return path

@@ -293,6 +293,28 @@ class ReportBrowserTest(unittest.TestCase):
             thickness = [(lo[1] - up[1]) / px_per_byte for up, lo in zip(upper, lower)]
             for k in range(4, n):  # from request 5: 16 MiB, to a pixel
                 self.assertAlmostEqual(thickness[k], 16 * MIB, delta=1.5 / px_per_byte)
+            # Bounded below growing: the cache sits on the baseline, its top flat at 16 MiB.
+            for k in range(n):
+                self.assertAlmostEqual(lower[k][1], ticks[0]["y"], delta=0.1)
+            for k in range(4, n):
+                self.assertAlmostEqual((ticks[0]["y"] - upper[k][1]) / px_per_byte, 16 * MIB, delta=1 / px_per_byte)
+            # Each alone, the same: the trie's line climbs 4 MiB a request, the cache's is flat at 16 MiB.
+            b.evaluate("document.querySelector('#series-host button[data-mode=lines]').click()")
+            lines = b.evaluate("""(() => ({trie: %s.getAttribute('d'), cache: %s.getAttribute('d'),
+                        ticks: [...document.querySelectorAll('#series-host .tick.y')]
+                           .map(t => ({label: t.textContent, y: Number(t.getAttribute('y'))}))}))()"""
+                               % (query('#series-host path.owner-line', TRIE), query('#series-host path.owner-line', CACHE)))
+            zero = lines["ticks"][0]["y"]
+            scale = (zero - lines["ticks"][-1]["y"]) / next(v for v in range(0, 1 << 40, MIB)
+                                                              if human_bytes(v) == lines["ticks"][-1]["label"])
+            trie_line = [(zero - float(p.split(",")[1])) / scale for p in re.findall(r"[-\d.]+,[-\d.]+", lines["trie"])]
+            cache_line = [(zero - float(p.split(",")[1])) / scale for p in re.findall(r"[-\d.]+,[-\d.]+", lines["cache"])]
+            for k in range(n):
+                self.assertAlmostEqual(trie_line[k], 4 * MIB * (k + 1), delta=1 / scale)
+            for k in range(4, n):
+                self.assertAlmostEqual(cache_line[k], 16 * MIB, delta=1 / scale)
+            self.shot(b, "series-each-alone.png", "#series-host")
+            b.evaluate("document.querySelector('#series-host button[data-mode=stacked]').click()")
 
             # Every owner in the table, as retain-diff --trend prints it.
             dom_rows = b.evaluate("""[...document.querySelectorAll('#owners tbody:not(.totals) tr.owner-row')]

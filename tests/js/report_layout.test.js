@@ -61,17 +61,31 @@ function owner(name, values) {
   return {owner: {key: name, display: name, domain: 'host'}, verdict: 'flat', live_bytes: values};
 }
 
-test('topOwners: the N largest by peak at the bottom, the rest one "other" band', () => {
+test('topOwners: the N largest by peak, the rest one "other" band on top', () => {
   const rows = [owner('small', [1, 1, 1]), owner('trie', [4, 8, 12]), owner('cache', [0, 16, 16]),
     owner('tiny', [0, 0, 2]), owner('mid', [5, 5, 5])];
   const m = report.topOwners(rows, 2);
   assert.deepEqual(m.bands.map((b) => (b.other ? 'other' : b.row.owner.key)), ['cache', 'trie', 'other']);
+  assert.deepEqual(m.bands.map((b) => b.rank), [0, 1, 2]);
   const other = m.bands[2];
   assert.equal(other.count, 3);
   assert.deepEqual(other.values, [6, 6, 8]);  // mid + small + tiny
   assert.deepEqual(m.stacked[2].hi, [10, 30, 36]);  // the stack's top is the sum of every owner
   const sums = [0, 1, 2].map((i) => rows.reduce((s, r) => s + r.live_bytes[i], 0));
   assert.deepEqual(m.stacked[2].hi, sums);
+});
+
+test('topOwners stacks owners that stopped growing below those still growing', () => {
+  const leak = {...owner('leak', [4, 8, 12, 16, 20]), verdict: 'linear'};
+  const cache = {...owner('cache', [0, 4, 8, 8, 8]), verdict: 'plateau'};
+  const small = {...owner('small-leak', [1, 2, 3, 4, 5]), verdict: 'linear'};
+  const warm = {...owner('warm', [2, 2, 2, 2, 2]), verdict: 'warm-up'};
+  const m = report.topOwners([leak, small, cache, warm], 10);
+  assert.deepEqual(m.bands.map((b) => b.row.owner.key), ['cache', 'warm', 'leak', 'small-leak']);
+  assert.deepEqual(m.bands.map((b) => b.rank), [1, 3, 0, 2]);  // colours and legend by size
+  assert.deepEqual(m.stacked[0].hi, [0, 4, 8, 8, 8]);  // the cache's top: flat on the baseline
+  assert.deepEqual(m.stacked[2].lo, [2, 6, 10, 10, 10]);
+  assert.deepEqual(m.stacked[2].hi, [6, 14, 22, 26, 30]);
 });
 
 test('topOwners: no "other" band for one owner left over, nor when all fit', () => {
@@ -93,6 +107,7 @@ test('topOwners over 1,000 snapshots and 500 owners draws 11 bands', () => {
   const m = report.topOwners(rows, 10);
   assert.equal(m.bands.length, 11);
   assert.equal(m.bands[0].row.owner.key, 'o499');
+  assert.equal(m.bands[0].rank, 0);
   assert.equal(m.bands[10].count, 490);
   const total = rows.reduce((s, r) => s + r.live_bytes[999], 0);
   assert.equal(m.stacked[10].hi[999], total);

@@ -217,10 +217,15 @@
     });
   }
 
-  // The owners of one domain, the `topN` with the largest peak first (at
-  // the bottom of the stack), the rest summed into one "other" band (not
-  // made for a single owner: it is drawn as itself). Returns
-  // {bands: [{row, values, other, count}], stacked: [{lo, hi}]}.
+  // The owners of one domain: the `topN` with the largest peak, the rest
+  // summed into one "other" band (not made for a single owner: it is drawn
+  // as itself). Bands come in stack order, bottom first: owners that stop
+  // growing (plateau, warm-up, flat, noise) below those still growing
+  // (linear), so a bounded cache reads as a flat top on the baseline and a
+  // leak as the climb above it; largest first within each; "other" on top.
+  // Each band keeps its `rank` by peak (0: the largest), for its colour and
+  // the legend's order. Returns {bands: [{row, values, other, count, rank}],
+  // stacked: [{lo, hi}]}.
   function topOwners(rows, topN) {
     const ranked = rows.map((row, index) => ({row: row, index: index, peak: peak(row.live_bytes)}));
     ranked.sort((a, b) => b.peak - a.peak || a.index - b.index);
@@ -230,14 +235,16 @@
       shown = ranked.slice(0, topN);
       rest = ranked.slice(topN);
     }
-    const bands = shown.map((r) => ({row: r.row, values: r.row.live_bytes, other: false, count: 1}));
+    const bands = shown.map((r, rank) => ({row: r.row, values: r.row.live_bytes, other: false, count: 1, rank: rank}));
+    const growing = (b) => (b.row.verdict === 'linear' ? 1 : 0);
+    bands.sort((a, b) => growing(a) - growing(b) || a.rank - b.rank);
     if (rest.length) {
       const n = rest[0].row.live_bytes.length;
       const sum = new Array(n).fill(0);
       for (const r of rest) {
         for (let i = 0; i < n; ++i) sum[i] += r.row.live_bytes[i] || 0;
       }
-      bands.push({row: null, values: sum, other: true, count: rest.length});
+      bands.push({row: null, values: sum, other: true, count: rest.length, rank: shown.length});
     }
     return {bands: bands, stacked: stackBands(bands.map((b) => b.values))};
   }
@@ -527,7 +534,10 @@
         let left = px + 14;
         if (left + w > hostWidth) left = Math.max(0, px - w - 14);
         tip.style.left = left + 'px';
-        tip.style.top = Math.max(0, py + 12) + 'px';
+        // Below the pointer, or above it where the box would end under the host.
+        let top = py + 12;
+        if (top + tip.offsetHeight > host.clientHeight) top = Math.max(0, py - tip.offsetHeight - 12);
+        tip.style.top = top + 'px';
       },
       hide() { tip.hidden = true; },
       node: tip,
@@ -550,7 +560,7 @@
 
     function draw() {
       const model = topOwners(opts.rows, opts.topN);
-      const colors = model.bands.map((b, i) => (b.other ? OTHER_COLOR : PALETTE[i % PALETTE.length]));
+      const colors = model.bands.map((b) => (b.other ? OTHER_COLOR : PALETTE[b.rank % PALETTE.length]));
       const width = Math.max(360, chartBox.clientWidth || 720);
       const height = opts.height || 380;
       const m = {left: 78, right: 16, top: 14, bottom: 44};
@@ -583,6 +593,7 @@
       }
       grid.appendChild(svg('text', {x: (m.left + width - m.right) / 2, y: height - 6,
         class: 'axis-label', text: opts.axisLabel}));
+      grid.appendChild(svg('text', {x: m.left + 6, y: m.top + 12, class: 'axis-label y', text: opts.measureLabel}));
       root.appendChild(grid);
       // Bands or owner lines.
       const bandsGroup = svg('g', {class: 'bands'});
@@ -619,27 +630,9 @@
         linesGroup.appendChild(path);
       }
       root.appendChild(linesGroup);
-      // Labels at the right end of each band tall enough to hold one.
+      // Labels at the right end of each band tall enough to hold one (drawn
+      // once the chart is in the page: their pills are sized to their text).
       const labels = svg('g', {class: 'band-labels'});
-      const last = xs.length - 1;
-      const used = [];
-      model.bands.forEach((b, i) => {
-        if (b.other || last < 0) return;
-        const yTop = sy(stacked ? model.stacked[i].hi[last] : b.values[last]);
-        const yBottom = stacked ? sy(model.stacked[i].lo[last]) : yTop + 30;
-        if (yBottom - yTop < 24 && stacked) return;
-        let y = stacked ? (yTop + yBottom) / 2 : yTop - 4;
-        if (used.some((u) => Math.abs(u - y) < 30)) return;
-        used.push(y);
-        const g = svg('g', {class: 'band-label', 'data-owner': b.row.owner.key});
-        const right = width - m.right - 6;
-        const nameText = svg('text', {x: right, y: y - 3, class: 'label-name', text: shortName(b.row.owner.display)});
-        const detail = svg('text', {x: right, y: y + 11, class: 'label-detail',
-          text: b.row.verdict + ': ' + verdictDetail(b.row, opts.unit)});
-        g.appendChild(nameText);
-        g.appendChild(detail);
-        labels.appendChild(g);
-      });
       root.appendChild(labels);
       // Hover: a crosshair, the points, and the requests they stand for.
       const cross = svg('line', {class: 'crosshair', y1: m.top, y2: height - m.bottom, visibility: 'hidden'});
@@ -674,12 +667,75 @@
       });
       chartBox.replaceChildren(root, tip.node);
       tip.hide();
+      drawLabels(labels, model, sx, sy, width - m.right - 6);
       drawLegend(model, colors);
     }
 
-    function drawLegend(model, colors) {
-      const list = el('ul', {class: 'legend-list'});
+    // Name, verdict pill and figures of each band at its right end; a band
+    // too thin, or too close to one already labelled, gets none (its
+    // legend entry says the same).
+    function drawLabels(group, model, sx, sy, right) {
+      const xs = opts.xs;
+      const last = xs.length - 1;
+      const stacked = opts.mode === 'stacked';
+      const used = [];
       model.bands.forEach((b, i) => {
+        if (b.other || last < 0) return;
+        const yTop = sy(stacked ? model.stacked[i].hi[last] : b.values[last]);
+        const yBottom = stacked ? sy(model.stacked[i].lo[last]) : yTop;
+        if (stacked && yBottom - yTop < 34) return;
+        const y = stacked ? (yTop + yBottom) / 2 - 8 : yTop - 24;
+        if (y < 10 || used.some((u) => Math.abs(u - y) < 36)) return;
+        used.push(y);
+        const g = svg('g', {class: 'band-label', 'data-owner': b.row.owner.key});
+        group.appendChild(g);
+        g.appendChild(svg('text', {x: right, y: y, class: 'label-name', text: shortName(b.row.owner.display)}));
+        const detail = svg('text', {x: right, y: y + 18, class: 'label-detail', text: verdictDetail(b.row, opts.unit)});
+        g.appendChild(detail);
+        const pill = svg('text', {class: 'label-pill', y: y + 18, text: b.row.verdict});
+        g.appendChild(pill);
+        const pillWidth = pill.getComputedTextLength() + 14;
+        const pillRight = right - detail.getComputedTextLength() - 6;
+        pill.setAttribute('x', pillRight - pillWidth / 2);
+        g.insertBefore(svg('rect', {class: 'pill verdict-' + b.row.verdict, x: pillRight - pillWidth, y: y + 5.5,
+          width: pillWidth, height: 17, rx: 8.5}), pill);
+      });
+    }
+
+    function drawLegend(model, colors) {
+      const box = document.createDocumentFragment();
+      if (opts.lines.length) {
+        box.appendChild(el('div', {class: 'legend-section', text: opts.lines.length > 1 ? 'totals' : 'total'}));
+        const lines = el('ul', {class: 'legend-list'});
+        for (const line of opts.lines) {
+          const item = el('li', {class: 'legend-item line', 'data-line': line.key});
+          const toggle = el('label', {class: 'line-toggle', title: 'show or hide this line'});
+          const check = el('input', {type: 'checkbox'});
+          check.checked = line.visible;
+          check.addEventListener('change', () => { line.visible = check.checked; draw(); });
+          toggle.appendChild(check);
+          toggle.appendChild(lineSwatch(line));
+          item.appendChild(toggle);
+          const body = el('div', {class: 'legend-body'});
+          body.appendChild(el('div', {class: 'owner-name', title: line.name, text: line.name}));
+          if (line.series.verdict) {
+            const detail = el('div', {class: 'detail'}, [badge(line.series.verdict)]);
+            detail.appendChild(el('span', {class: 'verdict-detail', text: verdictDetail(line.series, opts.unit)}));
+            body.appendChild(detail);
+          }
+          item.appendChild(body);
+          lines.appendChild(item);
+        }
+        box.appendChild(lines);
+      }
+      const owners = model.bands.reduce((n, b) => n + b.count, 0);
+      box.appendChild(el('div', {class: 'legend-section', text: model.bands.some((b) => b.other)
+        ? 'owners: the top ' + (model.bands.length - 1) + ' of ' + owners
+        : owners === 1 ? 'owner' : 'owners: all ' + owners}));
+      const list = el('ul', {class: 'legend-list'});
+      const byRank = model.bands.map((b, i) => i).sort((a, b) => model.bands[a].rank - model.bands[b].rank);
+      byRank.forEach((i) => {
+        const b = model.bands[i];
         const item = el('li', {class: 'legend-item' + (b.other ? ' other' : ''),
           'data-owner': b.other ? '(other)' : b.row.owner.key});
         item.appendChild(el('span', {class: 'swatch', style: 'background:' + colors[i]}));
@@ -689,8 +745,8 @@
           body.appendChild(el('div', {class: 'detail',
             text: humanBytes(b.values[b.values.length - 1] || 0) + ' at the last snapshot'}));
         } else {
-          const name = el('div', {class: 'owner-name', title: b.row.owner.display, text: b.row.owner.display});
-          body.appendChild(name);
+          body.appendChild(el('div', {class: 'owner-name', title: b.row.owner.display,
+            text: shortName(b.row.owner.display)}));
           const detail = el('div', {class: 'detail'}, [badge(b.row.verdict)]);
           detail.appendChild(el('span', {class: 'verdict-detail', text: verdictDetail(b.row, opts.unit)}));
           body.appendChild(detail);
@@ -700,28 +756,8 @@
         item.addEventListener('mouseleave', () => highlight(-1));
         list.appendChild(item);
       });
-      for (const line of opts.lines) {
-        const item = el('li', {class: 'legend-item line', 'data-line': line.key});
-        const sw = el('span', {class: 'swatch line'});
-        sw.appendChild(lineSwatch(line));
-        item.appendChild(sw);
-        const body = el('div', {class: 'legend-body'});
-        const toggle = el('label', {class: 'owner-name'});
-        const box = el('input', {type: 'checkbox'});
-        box.checked = line.visible;
-        box.addEventListener('change', () => { line.visible = box.checked; draw(); });
-        toggle.appendChild(box);
-        toggle.appendChild(document.createTextNode(' ' + line.name));
-        body.appendChild(toggle);
-        if (line.series.verdict) {
-          const detail = el('div', {class: 'detail'}, [badge(line.series.verdict)]);
-          detail.appendChild(el('span', {class: 'verdict-detail', text: verdictDetail(line.series, opts.unit)}));
-          body.appendChild(detail);
-        }
-        item.appendChild(body);
-        list.appendChild(item);
-      }
-      legend.replaceChildren(list);
+      box.appendChild(list);
+      legend.replaceChildren(box);
     }
 
     function lineSwatch(line) {
@@ -743,43 +779,52 @@
     return {draw: draw, opts: opts};
   }
 
-  // The tooltip of snapshot i: its x, every band and line, its requests.
+  // The tooltip of snapshot i: its x, the requests it stands for, the
+  // lines and the largest bands there (the rest summed).
   function pointDetails(opts, model, colors, i) {
     const box = el('div');
     const ref = opts.snapshots && opts.snapshots[i];
-    box.appendChild(el('div', {class: 'tip-title',
-      text: opts.unit + ' ' + formatG(opts.xs[i]) + (ref ? ' \u00b7 snapshot ' + describeSnapshot(ref) : '')}));
-    const table = el('table', {class: 'tip-values'});
-    const add = (color, name, value, dash) => {
-      const sw = el('span', {class: 'swatch' + (dash !== undefined ? ' line' : ''),
-        style: dash !== undefined ? 'border-color:' + color : 'background:' + color});
-      table.appendChild(el('tr', {}, [el('td', {}, [sw]), el('td', {class: 'num', text: humanBytes(value)}),
-        el('td', {class: 'name', text: name})]));
-    };
-    for (const line of opts.lines) {
-      if (line.visible) add(line.color, line.name, line.series.live_bytes[i], line.dash);
-    }
-    for (let k = model.bands.length - 1; k >= 0; --k) {
-      const b = model.bands[k];
-      add(colors[k], b.other ? 'other (' + b.count + ' owners)' : shortName(b.row.owner.display), b.values[i]);
-    }
-    box.appendChild(table);
-    const reqs = requestsAt(opts.tags, opts.xs, i);
+    box.appendChild(el('div', {class: 'tip-title', text: opts.unit + ' ' + formatG(opts.xs[i])}));
+    if (ref) box.appendChild(el('div', {class: 'tip-sub', text: 'snapshot ' + describeSnapshot(ref)}));
     if (opts.tags) {
-      const title = reqs.length ? (reqs.length === 1 ? 'the request it stands for' :
-        'the ' + reqs.length + ' requests it stands for') : 'no request ended since the previous snapshot';
-      box.appendChild(el('div', {class: 'tip-sub', text: title}));
+      const reqs = requestsAt(opts.tags, opts.xs, i);
+      const title = reqs.length ? (reqs.length === 1 ? 'the request it stands for:' :
+        'the ' + reqs.length + ' requests it stands for:') : 'no request ended since the previous snapshot';
+      box.appendChild(el('div', {class: 'tip-head', text: title}));
       const list = el('ul', {class: 'tip-requests'});
-      reqs.slice(0, 6).forEach((t) => {
+      reqs.slice(0, 5).forEach((t) => {
         const live = t.live_bytes === null || t.live_bytes === undefined ? 'unknown' : humanBytes(t.live_bytes);
         list.appendChild(el('li', {'data-tag': t.tag_id,
           text: 'tag ' + t.tag_id + ' \u00b7 ' + (t.request_id || '(no id)') + ' \u00b7 ' + t.method + ' ' + t.path +
             (t.aborted ? ' (aborted)' : '') + (t.end_ordinal === null ? ' (open)' : '') +
             ': allocated ' + humanBytes(t.allocated_bytes) + ' while open, ' + live + ' still live'}));
       });
-      if (reqs.length > 6) list.appendChild(el('li', {text: '... ' + (reqs.length - 6) + ' more'}));
+      if (reqs.length > 5) list.appendChild(el('li', {class: 'more', text: '... and ' + (reqs.length - 5) + ' more'}));
       box.appendChild(list);
     }
+    const table = el('table', {class: 'tip-values'});
+    const add = (color, name, value, line) => {
+      const sw = el('span', {class: 'swatch' + (line ? ' line' : ''),
+        style: line ? 'border-color:' + color : 'background:' + color});
+      table.appendChild(el('tr', {}, [el('td', {}, [sw]), el('td', {class: 'num', text: humanBytes(value)}),
+        el('td', {class: 'name', text: name})]));
+    };
+    for (const line of opts.lines) {
+      if (line.visible) add(line.color, line.name, line.series.live_bytes[i], true);
+    }
+    const order = model.bands.map((b, k) => k).sort((a, b) => model.bands[b].values[i] - model.bands[a].values[i]);
+    const shown = order.slice(0, 5);
+    for (const k of shown) {
+      const b = model.bands[k];
+      add(colors[k], b.other ? 'other (' + b.count + ' owners)' : shortName(b.row.owner.display), b.values[i]);
+    }
+    if (order.length > shown.length) {
+      const rest = order.slice(shown.length);
+      const bytes = rest.reduce((sum, k) => sum + model.bands[k].values[i], 0);
+      const owners = rest.reduce((sum, k) => sum + model.bands[k].count, 0);
+      add('transparent', owners + ' more owners', bytes);
+    }
+    box.appendChild(table);
     return box;
   }
 
@@ -803,7 +848,7 @@
     const hostRows = data.rows.filter((r) => r.owner.domain === 'host');
     const state = {topN: 10, mode: 'stacked'};
     const by = data.group_by === 'category' ? 'category' : 'owner';
-    const host = panel('Host memory per ' + unit + ', stacked by ' + by, 'series-host');
+    const host = panel('Host memory per ' + unit + ', by ' + by, 'series-host');
     const controls = el('div', {class: 'controls'});
     const modeButtons = ['stacked', 'lines'].map((mode) => {
       const b = el('button', {type: 'button', 'data-mode': mode, text: mode === 'stacked' ? 'stacked' : 'each alone'});
@@ -828,7 +873,9 @@
     // Every chart's options share the state's topN and mode (sync copies them).
     const charts = [];
     const tags = data.request_tags || null;
-    charts.push(seriesChart(host.body, {xs: xs, unit: unit, axisLabel: axisLabel, rows: hostRows, lines: lines,
+    const measureLabel = data.measure === 'resident' ? 'resident + swapped bytes' : 'allocated bytes';
+    charts.push(seriesChart(host.body, {xs: xs, unit: unit, axisLabel: axisLabel, measureLabel: measureLabel,
+      rows: hostRows, lines: lines,
       tags: tags, snapshots: data.snapshots, title: 'host memory per ' + unit}));
     app.appendChild(host.section);
     // One panel per device: its owners and its total, never added to RSS.
@@ -836,7 +883,7 @@
       const rows = data.rows.filter((r) => r.owner.domain === device.domain);
       const name = device.domain + (device.name ? ' (' + device.name + ')' : '');
       const p = panel(name + ': device memory per ' + unit + ' (not in RSS)', 'series-device-' + k);
-      charts.push(seriesChart(p.body, {xs: xs, unit: unit, axisLabel: axisLabel, rows: rows,
+      charts.push(seriesChart(p.body, {xs: xs, unit: unit, axisLabel: axisLabel, measureLabel: 'device bytes', rows: rows,
         lines: [{key: 'device', name: 'tracked ' + device.domain, color: '#222222', dash: '', series: device.series,
           visible: true}], tags: tags, snapshots: data.snapshots, height: 260, title: name}));
       app.appendChild(p.section);
@@ -1148,8 +1195,10 @@
         else if (cls === 'ancestor') fill = '#e8e8e8';
         else fill = colorFor(name, tree.depth[i]);
         const maxChars = Math.floor((w - 6) / CHAR);
+        const withBytes = name + ' \u00b7 ' + humanBytes(valueOf(node));
         let label = '';
-        if (maxChars >= 3) label = name.length <= maxChars ? name : name.slice(0, maxChars - 1) + '\u2026';
+        if (withBytes.length <= maxChars) label = withBytes;
+        else if (maxChars >= 3) label = name.length <= maxChars ? name : name.slice(0, maxChars - 1) + '\u2026';
         html += '<g class="node' + (cls ? ' ' + cls : '') + (found.matches.has(i) ? ' match' : '') +
           '" data-id="' + node.id + '" transform="translate(' + x.toFixed(2) + ',' + (row * ROW) + ')">' +
           '<rect width="' + Math.max(0.5, w - 0.5).toFixed(2) + '" height="' + (ROW - 1) + '" fill="' + fill + '"></rect>' +
