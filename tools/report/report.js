@@ -558,10 +558,14 @@
     container.appendChild(wrap);
     const tip = tooltip(chartBox);
 
-    function draw() {
+    function currentWidth() {
+      return Math.max(360, chartBox.clientWidth || 720);
+    }
+
+    function draw(knownWidth) {
       const model = topOwners(opts.rows, opts.topN);
       const colors = model.bands.map((b) => (b.other ? OTHER_COLOR : PALETTE[b.rank % PALETTE.length]));
-      const width = Math.max(360, chartBox.clientWidth || 720);
+      const width = knownWidth || currentWidth();
       const height = opts.height || 380;
       const m = {left: 78, right: 16, top: 14, bottom: 44};
       const xs = opts.xs;
@@ -776,7 +780,7 @@
       });
     }
 
-    return {draw: draw, opts: opts};
+    return {draw: draw, width: currentWidth, opts: opts};
   }
 
   // The tooltip of snapshot i: its x, the requests it stands for, the
@@ -888,16 +892,19 @@
           visible: true}], tags: tags, snapshots: data.snapshots, height: 260, title: name}));
       app.appendChild(p.section);
     });
-    app.appendChild(trendTable(data, unit));
     function redraw() {
-      for (const c of charts) c.draw();
+      // Every chart's width first: one layout, not one per chart.
+      const widths = charts.map((c) => c.width());
+      charts.forEach((c, k) => c.draw(widths[k]));
     }
     function sync() {
       modeButtons.forEach((b) => b.setAttribute('aria-pressed', String(b.getAttribute('data-mode') === state.mode)));
       for (const c of charts) Object.assign(c.opts, state);
       redraw();
     }
+    // The charts before the table: their layout is then that of a short page.
     sync();
+    app.appendChild(trendTable(data, unit));
     let pending = 0;
     window.addEventListener('resize', () => {
       cancelAnimationFrame(pending);
