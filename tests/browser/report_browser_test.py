@@ -500,7 +500,17 @@ def synthetic_trend(snapshots=1000, owners=300):
         row["owner"] = {"key": name, "display": name, "domain": "host", "category": None, "bounded": False,
                         "chain": ["main (main.cc:1)"], "frames": ["operator new", name, "main (main.cc:1)"]}
         rows.append(row)
-    total = [sum(r["live_bytes"][i] for r in rows) for i in range(snapshots)]
+    # Two owners of GPU memory, drawn in the device's own panel.
+    for k in range(2):
+        values = [(k + 1) * (1 << 20) * min(x, 100) for x in xs]
+        row = series(values, "plateau")
+        name = "ggml_backend_cuda_buffer_alloc%d (ggml-cuda.cu:%d)" % (k, 100 + k)
+        row["owner"] = {"key": name + " @device:cuda:0", "display": name, "domain": "device:cuda:0",
+                        "category": None, "bounded": False, "chain": [], "frames": [name]}
+        rows.append(row)
+    device_total = [sum(r["live_bytes"][i] for r in rows[owners:]) for i in range(snapshots)]
+    rows_host = rows[:owners]
+    total = [sum(r["live_bytes"][i] for r in rows_host) for i in range(snapshots)]
     ref = {"pid": 1, "exe": "/bin/synthetic", "sequence": 1, "label": "", "trigger": "every-n-requests",
            "time_unix_ns": 1700000000000000000, "sample_interval_bytes": 0, "degraded": False,
            "dropped_records": 0, "dropped_bytes": 0}
@@ -512,8 +522,10 @@ def synthetic_trend(snapshots=1000, owners=300):
             "degraded": False, "estimated": False, "min_request_counts": 4,
             "trims": {"count": 0, "returned_bytes": 0, "after_trim": []},
             "rss": series([t + (64 << 20) for t in total]), "anon_swap": series([t + (32 << 20) for t in total]),
-            "tracked": series(total), "allocator_free": series([1 << 20] * snapshots, "flat"), "devices": [],
-            "owner_count": owners, "rows": rows, "request_tags": tags, "request_tags_truncated": False,
+            "tracked": series(total), "allocator_free": series([1 << 20] * snapshots, "flat"),
+            "devices": [{"domain": "device:cuda:0", "name": "NVIDIA H200", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+                         "series": series(device_total, "plateau")}],
+            "owner_count": len(rows), "rows": rows, "request_tags": tags, "request_tags_truncated": False,
             "warnings": []}
 
 
@@ -549,6 +561,13 @@ def synthetic_diff(node_limit=5000):
                                       "bounded": False, "chain": [], "frames": [n["name"]]},
                          retained_bytes=n["bytes"], retained_count=1, net_bytes=n["bytes"],
                          retained_allocated_bytes=2 * n["bytes"], retained_resident_bytes=n["bytes"]))
+    gpu = "cudaMalloc (libcudart.so.12+0x1234)"
+    rows.append(dict(zero, owner={"key": gpu + " @device:cuda:0", "display": gpu, "domain": "device:cuda:0",
+                                  "category": None, "bounded": False, "chain": [], "frames": [gpu]},
+                     retained_bytes=1 << 30, retained_count=1, net_bytes=1 << 30,
+                     retained_allocated_bytes=1 << 30, retained_resident_bytes=1 << 30))
+    devices = [{"domain": "device:cuda:0", "name": "NVIDIA H200", "uuid": None, "retained_bytes": 1 << 30,
+                "retained_count": 1, "released_bytes": 0, "released_count": 0}]
     return {"schema": "retain-diff/1", "mode": "live", "mode_reason": "one snapshot", "group_by": "stack",
             "before": None, "after": ref, "seconds_between": 0, "requests_between": None, "estimated": False,
             "degraded": False, "measure": "resident", "measure_requested": "resident", "residency_measured": True,
@@ -556,7 +575,8 @@ def synthetic_diff(node_limit=5000):
             "rss": {"vm_rss_growth": total, "anon_swap_growth": total + 300, "tracked": [], "tracked_anon_growth": total,
                     "allocator_retained_growth": 100, "shim_own_growth": 0, "untracked_growth": 200,
                     "explained_share": 0.99, "after_level": level, "before_level": None, "adds_up": True},
-            "total": dict(zero, retained_bytes=total, retained_count=len(nodes)), "devices": [], "categories": None,
+            "total": dict(zero, retained_bytes=total, retained_count=len(nodes)), "devices": devices,
+            "categories": None,
             "owner_count": len(rows), "rows": rows, "warnings": [],
             "stacks": {"measure": "resident", "node_limit": node_limit, "pruned_bytes": 0, "nodes": nodes}}
 
@@ -596,6 +616,12 @@ class LargeReportTest(unittest.TestCase):
                 self.assertEqual(b.evaluate("document.getElementById('app').getAttribute('data-ready')"), "true")
                 bands = b.evaluate("document.querySelectorAll('#series-host path.band').length")
                 self.assertEqual(bands, 11)  # the top 10 and one "other"
+                # The GPU's owners in their own panel, never stacked on the host's.
+                device = b.evaluate("""[...document.querySelectorAll('#series-device-0 path.band')]
+                    .map(p => p.dataset.owner)""")
+                self.assertEqual(device, ["ggml_backend_cuda_buffer_alloc1 (ggml-cuda.cu:101) @device:cuda:0",
+                                          "ggml_backend_cuda_buffer_alloc0 (ggml-cuda.cu:100) @device:cuda:0"])
+                self.assertIn("device:cuda:0 (NVIDIA H200)", b.evaluate("document.querySelector('#series-device-0 h2').textContent"))
                 self.assertIn("other (290 owners)", b.evaluate("document.querySelector('#series-host .legend').textContent"))
                 # 100 pointer moves across the chart: each redraws the crosshair and the tooltip.
                 hover = b.evaluate("""(() => { const o = document.querySelector('#series-host .overlay');
@@ -617,6 +643,9 @@ class LargeReportTest(unittest.TestCase):
                 b.open(url)
                 live_load = time.monotonic() - start
                 drawn = b.evaluate("document.querySelectorAll('#icicle g.node').length")
+                gpu = b.evaluate("""[...document.querySelectorAll('#owners table[data-domain="device:cuda:0"] tr')]
+                    .map(tr => [...tr.children].map(td => td.textContent))""")
+                self.assertEqual(gpu[1:], [["1.0 GiB", "1.0 GiB", "1", "100.0%", "\u25b8 cudaMalloc (libcudart.so.12+0x1234)"], ["1.0 GiB", "1.0 GiB", "1", "", "total device:cuda:0"]])
                 zoom = b.evaluate("""(() => { const t0 = performance.now();
                     document.querySelector('#icicle g.node[data-id=\"2\"] rect')
                         .dispatchEvent(new MouseEvent('click', {bubbles: true}));

@@ -990,13 +990,16 @@
     return box;
   }
 
-  function ownerCell(row, by) {
+  // The owner column: its name, its category (unless the rows are
+  // categories), and for a trend its device (a diff's device rows are under
+  // their device's heading), as the tool prints them.
+  function ownerCell(row, by, withDomain) {
     const span = el('span', {class: 'owner-name', text: row.owner.display});
     const wrap = el('span', {}, [el('span', {class: 'expander', 'aria-hidden': 'true', text: '\u25b8 '}), span]);
     if (row.owner.category && by !== 'category') {
       wrap.appendChild(el('span', {class: 'category', text: ' [' + row.owner.category + (row.owner.bounded ? ', bounded' : '') + ']'}));
     }
-    if (row.owner.domain && row.owner.domain !== 'host') {
+    if (withDomain && row.owner.domain && row.owner.domain !== 'host') {
       wrap.appendChild(el('span', {class: 'category', text: ' (' + row.owner.domain + ')'}));
     }
     return wrap;
@@ -1019,7 +1022,7 @@
     columns.push({name: 'per ' + unit + ' / level', num: true, cls: 'detail-cell',
       value: (r) => (r.verdict === 'linear' ? r.bytes_per_request : r.verdict === 'plateau' || r.verdict === 'warm-up' ? r.level : r.growth),
       cell: (r) => verdictDetail(r, unit)});
-    columns.push({name: 'owner (' + data.group_by + ')', value: (r) => r.owner.display, cell: (r) => ownerCell(r, data.group_by)});
+    columns.push({name: 'owner (' + data.group_by + ')', value: (r) => r.owner.display, cell: (r) => ownerCell(r, data.group_by, true)});
     // The total lines first, as the tool prints them (not sorted).
     const totals = el('tbody', {class: 'totals'});
     const lineRows = [[data.rss, 'VmRSS'], [data.anon_swap, 'RssAnon+VmSwap'], [data.tracked, 'tracked (host)']];
@@ -1303,7 +1306,7 @@
       columns.push({name: 'count', num: true, value: (r) => r.retained_count, cell: (r) => String(r.retained_count)});
       columns.push({name: 'share', num: true, value: share, cell: (r) => percent(share(r))});
       if (!live) columns.push({name: 'released', num: true, value: (r) => r.released_bytes, cell: (r) => plainBytes(r.released_bytes)});
-      columns.push({name: 'owner (' + data.group_by + ')', value: (r) => r.owner.display, cell: (r) => ownerCell(r, data.group_by)});
+      columns.push({name: 'owner (' + data.group_by + ')', value: (r) => r.owner.display, cell: (r) => ownerCell(r, data.group_by, false)});
       const foot = el('tfoot');
       const tr = el('tr', {class: 'total-row'});
       const t = dom.total;
