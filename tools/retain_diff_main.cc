@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
   using namespace retain::tool;
   absl::SetProgramUsageMessage(kDiffUsage);
   NormalizeDashedFlags(argc, argv);
+  std::vector<std::string> joined_storage;
+  std::vector<char*> joined = JoinDashValues(argc, argv, &joined_storage);
+  argc = static_cast<int>(joined.size()) - 1;
+  argv = joined.data();
   if (WantsHelp(argc, argv)) {
     std::cout << DiffHelp(FlagsHelp(__FILE__));
     return 0;
