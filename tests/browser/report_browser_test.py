@@ -152,6 +152,18 @@ def query(selector, owner):
     return "document.querySelector(%s)" % json.dumps('%s[data-owner="%s"]' % (selector, owner))
 
 
+def header_lines(text):
+    """The header of retain-diff's table: {"mode": "...", "RSS": "...", ...} (first of each key)."""
+    lines = {}
+    for line in text.splitlines():
+        m = re.match(r"^  ([A-Za-z][A-Za-z ]{0,10}?) {2,}(\S.*)$", line)
+        if m and len(line) > 14 and line[14] != " ":
+            lines.setdefault(m.group(1).strip(), m.group(2))
+        if not line.strip():
+            break
+    return lines
+
+
 def adds_up_line(text):
     m = re.search(r"^  adds up     (.*)$", text, re.M)
     return m.group(1) if m else None
@@ -238,6 +250,7 @@ class ReportBrowserTest(unittest.TestCase):
             url = self.open_page(b, self.pages["series"])
             data = self.embedded(b, "series")
             self.assertEqual(data["schema"], "retain-trend/1")
+            self.check_header(b, self.text["series"], ["measure", "x axis"])
             rows = {r["owner"]["key"]: r for r in data["rows"]}
             trie, cache = rows[TRIE], rows[CACHE]
             # The demo's story, in the data: 4 MiB per request, a 16 MiB plateau.
@@ -371,6 +384,8 @@ class ReportBrowserTest(unittest.TestCase):
             url = self.open_page(b, self.pages["live"])
             data = self.embedded(b, "live")
             self.assertEqual((data["schema"], data["mode"]), ("retain-diff/1", "live"))
+            self.check_header(b, self.text["live"], ["mode", "snapshot", "measure", "RSS", "tracked", "allocator",
+                                                     "untracked", "adds up", "explained"])
             self.check_rss_bar(b, data, self.text["live"])
             self.check_table(b, data, self.text["live"], live=True)
             self.check_icicle(b, data)
@@ -384,6 +399,8 @@ class ReportBrowserTest(unittest.TestCase):
             url = self.open_page(b, self.pages["diff"])
             data = self.embedded(b, "diff")
             self.assertEqual((data["schema"], data["mode"]), ("retain-diff/1", "exact"))
+            self.check_header(b, self.text["diff"], ["mode", "before", "after", "measure", "RSS", "tracked",
+                                                     "allocator", "untracked", "adds up", "explained"])
             self.check_rss_bar(b, data, self.text["diff"])
             self.check_table(b, data, self.text["diff"], live=False)
             self.check_icicle(b, data)
@@ -392,6 +409,15 @@ class ReportBrowserTest(unittest.TestCase):
             self.assertEqual(rows[TRIE]["retained_bytes"], (self.requests - 5) * 4 * MIB)
             self.shot(b, "diff.png")
             self.assert_quiet(b, url)
+
+    def check_header(self, b, text, keys):
+        """The page's header says what the tool's does, line for line."""
+        page = b.evaluate("""Object.fromEntries([...document.querySelectorAll('.report-header dt')]
+            .map(dt => [dt.textContent, dt.nextElementSibling.textContent]))""")
+        tool = header_lines(text)
+        for key in keys:
+            self.assertIn(key, tool)
+            self.assertEqual(page.get(key), tool[key], key)
 
     def check_rss_bar(self, b, data, text):
         level = data["rss"]["after_level"]

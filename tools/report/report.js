@@ -1061,6 +1061,23 @@
     return text + ')';
   }
 
+  // The "categories" line (--rules): the host's memory by category.
+  function categoriesText(data) {
+    if (!data.categories || !data.categories.length) return '';
+    const live = data.before === null;
+    const other = otherMeasure(data.measure);
+    return data.categories.map((c) => {
+      const net = c.retained_bytes - c.released_bytes;
+      let text = c.category + ' ' + (live ? humanBytes(c.retained_bytes) : signedBytes(net));
+      if (data.residency_measured) {
+        const retained = rowBytes(c, other, data.measure);
+        const bytes = live ? retained : retained - rowBytes(c, other, data.measure, 'released');
+        text += ' (' + other + ' ' + (live ? humanBytes(bytes) : signedBytes(bytes)) + ')';
+      }
+      return text;
+    }).join(', ');
+  }
+
   function addsUpText(data) {
     const level = data.rss.after_level;
     return (data.before ? 'at after: ' : '') + 'tracked resident ' + plainBytes(level.tracked_anon) +
@@ -1091,13 +1108,15 @@
       ['RSS', 'VmRSS ' + signedBytes(rss.vm_rss_growth) + ', RssAnon+VmSwap ' + signedBytes(rss.anon_swap_growth)],
       ['tracked', host.length ? host.join(', ') : 'nothing'],
       ['device', device.length ? device.join(', ') + ' (device memory, not in RSS)' : ''],
+      ['categories', categoriesText(data)],
       ['allocator', signedBytes(rss.allocator_retained_growth) + ' freed but held by malloc'],
       ['untracked', signedBytes(rss.untracked_growth) + ' of anonymous memory no allocation explains' +
         (own > 0 ? '; up to ' + humanBytes(own) + ' of it is retain\'s own arena' : '')],
       ['adds up', data.residency_measured && data.measure === 'resident' ? addsUpText(data) : ''],
       ['explained', data.degraded ? 'not computed: the shim dropped records' : rss.explained_share === null ? '' :
         percent(rss.explained_share) + ' of the RssAnon+VmSwap' + (live ? '' : ' growth') + ' is tracked allocations'],
-    ].filter(Boolean)));
+    ].concat(((data.allocator && data.allocator.advice) || []).map((a) => ['advice', a.setting + ': ' + a.reason]))
+      .filter(Boolean)));
     app.appendChild(rssPanel(data));
     let icicle = null;
     if (data.stacks && data.stacks.nodes && data.stacks.nodes.length) {
