@@ -40,7 +40,8 @@ SOURCE = os.environ.get("RETAIN_SOURCE_DIR", os.path.join(os.path.dirname(__file
 LIB = os.environ.get("RETAIN_LIB", "")
 DIFF = os.environ.get("RETAIN_DIFF", "")
 SIM = os.environ.get("RETAIN_SIM", "")
-OUTPUT = os.environ.get("RETAIN_TEST_OUTPUT") or tempfile.mkdtemp(prefix="retain-browser-")
+# The screenshots' folder; without RETAIN_TEST_OUTPUT, test-output/browser here.
+OUTPUT = os.environ.get("RETAIN_TEST_OUTPUT") or os.path.join(os.getcwd(), "test-output", "browser")
 
 TRIE = "retain::examples::PrefixTrie::Insert (inference.cc:140)"
 CACHE = "retain::examples::PromptCache::Save (inference.cc:115)"
