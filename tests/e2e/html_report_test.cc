@@ -1,5 +1,6 @@
 // retain-diff --html FILE on real runs: the diff_server fixture under the
-// shim (a live view, an exact diff, a trend) and the llama-server
+// shim (a live view, an exact diff, a trend; two builds of it: an aggregate
+// diff) and the llama-server
 // look-alike tagged by HTTP sniffing (a trend with request tags, one of them
 // aborted). The page is the embedded template with the JSON of
 // `--json --top 0` put in byte for byte ('<' written \u003c), whatever else
@@ -173,6 +174,20 @@ TEST_F(HtmlReportTest, ExactDiffPageBesideJsonAndFolded) {
   EXPECT_EQ(data.Int("stacks.nodes.0.count"), data.Int("total.retained_count"));
   // Beside --folded, by function.
   CheckPage({"--folded", "--by", "function"}, pair, "exact-folded.html");
+}
+
+TEST_F(HtmlReportTest, AggregateDiffPageOfTwoBuilds) {
+  // Two builds of one program: owners compared by function, each owner's
+  // growth under its example stack.
+  ServerRun a = RunServer("diff_build_a/diff_server");
+  ServerRun b = RunServer("diff_build_b/diff_server");
+  ASSERT_TRUE(RunComplete(a) && RunComplete(b)) << a.Describe() << b.Describe();
+  const std::string page = CheckPage({}, {a.Snapshot(12), b.Snapshot(12)}, "aggregate.html");
+  Json data = ParseJson(DataOf(page));
+  ASSERT_TRUE(data.ok) << data.error;
+  EXPECT_EQ(data.Str("mode"), "aggregate");
+  EXPECT_EQ(data.Int("stacks.nodes.0.bytes"), data.Int("total.retained_bytes"));
+  EXPECT_EQ(data.Int("stacks.nodes.0.allocated_bytes"), data.Int("total.retained_allocated_bytes"));
 }
 
 TEST_F(HtmlReportTest, TrendPageHoldsTheTrendJson) {

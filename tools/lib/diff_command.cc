@@ -33,6 +33,7 @@ std::string DiffHelp(absl::string_view flags_help) {
       "  retain-diff after.pb                    what is live now, by owner\n"
       "  retain-diff before.pb after.pb          what was retained between the two\n"
       "  retain-diff --trend /tmp/r/server.*.pb  per owner: bytes per request, plateau or leak\n"
+      "  retain-diff --html report.html ...      also one offline HTML page, in any mode\n"
       "Flags:\n",
       flags_help,
       "A snapshot named - is read from standard input (a file or a pipe).\n"

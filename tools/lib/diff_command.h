@@ -115,8 +115,9 @@ struct DiffOutcome {
 // standard error (each printed as "retain-diff: <line>") are appended to
 // `notices` as they arise, so those said before an error stay said: the
 // degraded warning when the output is JSON or folded (the table shows it on
-// top), an RSS explanation that does not add up (likewise), then the
-// --fail-over verdicts. The resident measure's fallback to allocated bytes
+// top), an RSS explanation that does not add up (likewise), with --html in a
+// build without the real page a warning that the page is a placeholder, then
+// the --fail-over verdicts. The resident measure's fallback to allocated bytes
 // (snapshots without residency) is said in the output only: one line in the
 // table, "measure_fallback" in JSON, a comment in pprof.
 
