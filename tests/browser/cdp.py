@@ -113,7 +113,11 @@ class Browser:
         os.close(from_browser_w)
         self._write_fd = to_browser_w
         self._read_fd = from_browser_r
-        self._attach()
+        try:
+            self._attach()
+        except BaseException:
+            self.close()  # the browser and its profile, also when it never answered
+            raise
         return self
 
     @staticmethod
