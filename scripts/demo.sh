@@ -4,7 +4,8 @@
 # look-alike (examples/llm-server-sim: a leaking prefix trie beside a bounded
 # prompt cache), runs the server under libretain.so with a snapshot after
 # every request, sends it 16 requests, stops it, then shows the snapshots
-# with retain-diff and says what to look at.
+# with retain-diff, says what to look at, and ends with the path of the
+# series' HTML report (retain-diff --trend --html: one file, opens offline).
 #
 #   bash scripts/demo.sh
 #
@@ -13,6 +14,7 @@
 # RETAIN_BUILD_DIR (default build), RETAIN_JOBS, RETAIN_SKIP_DEPS=1.
 #
 # Exit status: 0 when the demo ran; 1 if a step failed (it says which).
+# The last line printed is the report's path.
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -60,7 +62,7 @@ done
 step "3. Start the llama-server look-alike under the shim, a snapshot after every request"
 mkdir -p "$demo_dir"
 rm -f "$demo_dir"/llm-server-sim.*.pb "$demo_dir"/.llm-server-sim.*.tmp \
-  "$demo_dir"/server.out "$demo_dir"/server.log
+  "$demo_dir"/server.out "$demo_dir"/server.log "$demo_dir"/report.html
 echo "\$ RETAIN_SNAPSHOT_EVERY=1 scripts/retain-run -o $demo_dir -- $server --port 0 ${server_flags[*]} &"
 echo "  (the same as: LD_PRELOAD=$(readlink -f "$build_dir/libretain.so") RETAIN_DIR=$demo_dir RETAIN_SNAPSHOT_EVERY=1 $server ...)"
 RETAIN_LIB="$build_dir/libretain.so" RETAIN_SNAPSHOT_EVERY=1 \
@@ -110,9 +112,10 @@ echo "$count snapshots in $demo_dir/ (<program>.<pid>.<sequence>.pb):"
 echo "  ${running[0]##*/} .. ${last##*/}   after request N, labelled requests-N, N = 1..$requests"
 echo "  ${snapshots[-1]##*/}   at exit"
 
-step "6. The trend over the $requests request snapshots"
-echo "\$ $diff --trend --top 5 $demo_dir/llm-server-sim.$sim_pid.{1..$requests}.pb"
-"$diff" --trend --top 5 "${running[@]}" || die "retain-diff --trend failed"
+step "6. The trend over the $requests request snapshots (and its HTML report)"
+report="$demo_dir/report.html"
+echo "\$ $diff --trend --top 5 --html $report $demo_dir/llm-server-sim.$sim_pid.{1..$requests}.pb"
+"$diff" --trend --top 5 --html "$report" "${running[@]}" || die "retain-diff --trend failed"
 
 step "7. What is live after request $requests, by the request that allocated it"
 echo "\$ $diff --by tag --top 5 $last"
@@ -146,6 +149,12 @@ Try next:
   $diff ${running[4]} $last      # retained between requests 5 and $requests
   $diff ${snapshots[-1]}      # at exit: the cache is freed, the trie leak alone
   $dump --top 3 $last
+  $diff --html $demo_dir/live.html $last    # the live view as a page: icicle, RSS bar
   scripts/retain-run -o /tmp/r -- YOUR_PROGRAM ARGS    # kill -USR2 <pid> takes a snapshot
   examples/llm-server-sim/README.md: the server; README.md: configuration, the snapshot format.
+
+The trend of step 6 as a page: the curves per request (the trie climbing above
+the prompt cache's flat 16 MiB, each with its verdict; hover a point for its
+request). One file, no network access; open it in any browser:
 EOF
+readlink -f "$report"

@@ -35,6 +35,8 @@ TEST_PACKAGES=(
   libamdhip64-dev                      # HIP tests: the real runtime (no GPU needed) and its header
   libpython3.11-testsuite              # CPython's regression tests run under the shim (tests/peer)
   clang-format                         # style.format: the sources are as clang-format 14 writes them
+  nodejs                               # js.*: the HTML report's JavaScript units (node:test, no npm package)
+  chromium                             # browser.*: the HTML report opened in headless Chromium (DevTools pipe)
 )
 
 die() {

@@ -35,6 +35,9 @@ ABSL_FLAG(bool, trend, false, "growth per request over 3 or more snapshots of on
 ABSL_FLAG(bool, json, false, "print JSON (schema: docs/retain-diff.md)");
 ABSL_FLAG(bool, folded, false, "print folded stacks (flamegraph.pl, speedscope, inferno)");
 ABSL_FLAG(std::string, pprof, "", "also write a gzip'd pprof profile to this file");
+ABSL_FLAG(std::string, html, "",
+          "also write an offline HTML report to this file (one self-contained page; its data is "
+          "the JSON of --json --top 0)");
 ABSL_FLAG(std::string, fail_over, "",
           "exit 1 when retained bytes exceed SIZE (e.g. 10MiB), or with --trend when an "
           "owner grows linearly by more than SIZE/request");
@@ -57,6 +60,10 @@ int main(int argc, char** argv) {
   using namespace retain::tool;
   absl::SetProgramUsageMessage(kDiffUsage);
   NormalizeDashedFlags(argc, argv);
+  std::vector<std::string> joined_storage;
+  std::vector<char*> joined = JoinDashValues(argc, argv, &joined_storage);
+  argc = static_cast<int>(joined.size()) - 1;
+  argv = joined.data();
   if (WantsHelp(argc, argv)) {
     std::cout << DiffHelp(FlagsHelp(__FILE__));
     return 0;
@@ -77,6 +84,7 @@ int main(int argc, char** argv) {
   command.json = absl::GetFlag(FLAGS_json);
   command.folded = absl::GetFlag(FLAGS_folded);
   command.pprof = absl::GetFlag(FLAGS_pprof);
+  command.html = absl::GetFlag(FLAGS_html);
   command.fail_over = absl::GetFlag(FLAGS_fail_over);
   command.force = absl::GetFlag(FLAGS_force);
   command.debug_dirs = absl::GetFlag(FLAGS_debug_dir);

@@ -116,6 +116,33 @@ void NormalizeDashedFlags(int argc, char** argv) {
   }
 }
 
+std::vector<char*> JoinDashValues(int argc, char** argv, std::vector<std::string>* storage) {
+  // Pointers into `storage` must outlive its growth: room for every
+  // argument up front.
+  storage->clear();
+  storage->reserve(static_cast<size_t>(argc));
+  std::vector<char*> joined;
+  bool positional = false;  // after "--"
+  for (int i = 0; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") positional = true;
+    if (!positional && i > 0 && i + 1 < argc && absl::string_view(argv[i + 1]) == "-" &&
+        absl::StartsWith(arg, "-") && arg.size() > 1 && arg.find('=') == absl::string_view::npos) {
+      absl::string_view name = arg.substr(absl::StartsWith(arg, "--") ? 2 : 1);
+      absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      if (flag != nullptr && !flag->IsOfType<bool>()) {
+        storage->push_back(absl::StrCat(arg, "=-"));
+        joined.push_back(storage->back().data());
+        ++i;
+        continue;
+      }
+    }
+    joined.push_back(argv[i]);
+  }
+  joined.push_back(nullptr);  // argv[argc]
+  return joined;
+}
+
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   absl::string_view rest = absl::StripAsciiWhitespace(text);
   size_t digits = 0;

@@ -30,6 +30,14 @@ std::string FlagsHelp(absl::string_view defined_in);
 // underscores, users type dashes.
 void NormalizeDashedFlags(int argc, char** argv);
 
+// argv with each "--name" "-" pair, where --name takes a value (not a
+// bool), joined into "--name=-" (held by `storage`), up to a "--". absl
+// prints "Did you really mean to set flag 'name' to the value '-'?" for the
+// pair; "-" is a value here: standard input (--rules -) or a value the
+// command refuses with its own message (--html -). The result ends with a
+// null pointer, as argv does: its argc is size() - 1.
+std::vector<char*> JoinDashValues(int argc, char** argv, std::vector<std::string>* storage);
+
 // Checks every flag in argv against absl's registry (known, has a value,
 // the value parses) without exiting, so the caller can turn a problem into
 // exit code 2. Call before absl::ParseCommandLine, which then cannot fail.

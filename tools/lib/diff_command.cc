@@ -8,17 +8,21 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tools/lib/byte_size.h"
 #include "tools/lib/cli.h"
 #include "tools/lib/diff_format.h"
+#include "tools/lib/html_report.h"
 #include "tools/lib/input_file.h"
 #include "tools/lib/measure.h"
 #include "tools/lib/pprof_writer.h"
+#include "tools/lib/report_assets.h"
 #include "tools/lib/rules.h"
 #include "tools/lib/snapshot_reader.h"
+#include "tools/lib/stack_tree.h"
 #include "tools/lib/symbolizer.h"
 
 namespace retain::tool {
@@ -29,6 +33,7 @@ std::string DiffHelp(absl::string_view flags_help) {
       "  retain-diff after.pb                    what is live now, by owner\n"
       "  retain-diff before.pb after.pb          what was retained between the two\n"
       "  retain-diff --trend /tmp/r/server.*.pb  per owner: bytes per request, plateau or leak\n"
+      "  retain-diff --html report.html ...      also one offline HTML page, in any mode\n"
       "Flags:\n",
       flags_help,
       "A snapshot named - is read from standard input (a file or a pipe).\n"
@@ -70,6 +75,14 @@ absl::StatusOr<DiffPlan> PlanDiffCommand(const DiffCommand& command) {
   }
   if (command.trend && (command.folded || !command.pprof.empty())) {
     return absl::InvalidArgumentError("--folded and --pprof describe one diff, not a --trend");
+  }
+  if (command.html == kStdinPath) {
+    return absl::InvalidArgumentError(
+        "--html -: standard output carries the table, --json or --folded; give a file");
+  }
+  if (absl::EndsWith(command.html, ".pb")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--html ", command.html, ": a snapshot's name; the page would replace it (give a .html)"));
   }
   if (command.top < 0 || command.depth < 0) {
     return absl::InvalidArgumentError("--top and --depth must be 0 or more");
@@ -162,6 +175,22 @@ absl::StatusOr<std::vector<DiffRow>> HostRowsByCategory(const v1::Snapshot* befo
   return rows;
 }
 
+// Writes the --html page of `json` (the JSON of --json --top 0). A build
+// without the real page says so: the file then holds the data only.
+absl::Status WriteHtml(const std::string& path, const std::string& json,
+                       std::vector<std::string>* notices) {
+  const ReportAssets assets = EmbeddedReportAssets();
+  if (assets.placeholder) {
+    notices->push_back(absl::StrCat(
+        "warning: this retain-diff was built without its report page (tools/report/ was "
+        "missing): ",
+        path, " holds the data and a placeholder page"));
+  }
+  absl::StatusOr<std::string> page = RenderHtmlReport(json, assets);
+  if (!page.ok()) return page.status();
+  return WriteHtmlReport(path, *page);
+}
+
 }  // namespace
 
 absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
@@ -249,6 +278,13 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
     format.warnings = symbolizer.TakeWarnings();
     outcome.output = plan->output == DiffOutput::kJson ? FormatTrendJson(*result, format)
                                                        : FormatTrendText(*result, format);
+    if (!command.html.empty()) {
+      FormatOptions every_owner = format;
+      every_owner.top = 0;
+      absl::Status written =
+          WriteHtml(command.html, FormatTrendJson(*result, every_owner), notices);
+      if (!written.ok()) return written;
+    }
     over = TrendOverFailOver(*result, plan->fail_over);
   } else {
     const v1::Snapshot* before = snapshots.size() == 2 ? snapshots[0].get() : nullptr;
@@ -274,9 +310,22 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
       absl::Status written = WritePprofFile(DiffProfile(*result), symbolizer, command.pprof);
       if (!written.ok()) return written;
     }
+    // The stack tree is for JSON readers (and the page's icicle): built
+    // only when one is written, before the symbolizer's warnings are taken.
+    StackTree stacks;
+    if (plan->output == DiffOutput::kJson || !command.html.empty()) {
+      stacks = DiffStackTree(*result, **owners);
+      format.stacks = &stacks;
+    }
     format.warnings = symbolizer.TakeWarnings();
     if (plan->output == DiffOutput::kJson) outcome.output = FormatDiffJson(*result, format);
     if (plan->output == DiffOutput::kTable) outcome.output = FormatDiffText(*result, format);
+    if (!command.html.empty()) {
+      FormatOptions every_owner = format;
+      every_owner.top = 0;
+      absl::Status written = WriteHtml(command.html, FormatDiffJson(*result, every_owner), notices);
+      if (!written.ok()) return written;
+    }
     if (std::string line = DiffOverFailOver(*result, plan->fail_over); !line.empty()) {
       over.push_back(std::move(line));
     }

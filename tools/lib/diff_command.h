@@ -47,6 +47,7 @@ struct DiffCommand {
   bool json = false;
   bool folded = false;
   std::string pprof;
+  std::string html;  // --html FILE: the report page, beside the output
   std::string fail_over;
   bool force = false;
   std::vector<std::string> debug_dirs;
@@ -78,7 +79,10 @@ struct DiffPlan {
 // The checks that need no file: --by is a grouping; --measure is resident
 // or allocated; one or two snapshots
 // (three or more with --trend); --json or --folded, not both; --folded and
-// --pprof not with --trend; --top and --depth not negative; --fail-over
+// --pprof not with --trend; --html not "-" (standard output carries the
+// other output) nor a name ending in .pb (a snapshot's, taken for the
+// page's by mistake: `--html before.pb after.pb`); --top and --depth not
+// negative; --fail-over
 // parses, SIZE/request only with --trend; standard input named at most once
 // (snapshots and --rules). InvalidArgument with the message retain-diff
 // prints. (--max-snapshot-size is checked after --rules is read, by
@@ -106,12 +110,14 @@ struct DiffOutcome {
 };
 
 // Runs retain-diff: plans, reads the snapshots (and --rules), computes the
-// diff or trend, writes the --pprof file, formats the output. Lines for
+// diff or trend, writes the --pprof file and the --html page (html_report.h:
+// the JSON of --json --top 0, whatever --top), formats the output. Lines for
 // standard error (each printed as "retain-diff: <line>") are appended to
 // `notices` as they arise, so those said before an error stay said: the
 // degraded warning when the output is JSON or folded (the table shows it on
-// top), an RSS explanation that does not add up (likewise), then the
-// --fail-over verdicts. The resident measure's fallback to allocated bytes
+// top), an RSS explanation that does not add up (likewise), with --html in a
+// build without the real page a warning that the page is a placeholder, then
+// the --fail-over verdicts. The resident measure's fallback to allocated bytes
 // (snapshots without residency) is said in the output only: one line in the
 // table, "measure_fallback" in JSON, a comment in pprof.
 

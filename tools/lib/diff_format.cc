@@ -468,7 +468,8 @@ std::string FormatDiffJson(const DiffResult& diff, const FormatOptions& options)
       "],\"categories\":",
       diff.categories.empty() ? "null" : absl::StrCat("[", absl::StrJoin(categories, ","), "]"),
       ",\"owner_count\":", diff.rows.size(), ",\"rows\":[", absl::StrJoin(rows, ","),
-      "],\"warnings\":", JsonWarnings(options, rss.adds_up_warning), "}\n");
+      "],\"stacks\":", options.stacks == nullptr ? "null" : StackTreeJson(*options.stacks),
+      ",\"warnings\":", JsonWarnings(options, rss.adds_up_warning), "}\n");
 }
 
 std::string FormatTrendText(const TrendResult& trend, const FormatOptions& options) {
@@ -595,9 +596,11 @@ std::string FormatTrendJson(const TrendResult& trend, const FormatOptions& optio
       ",\"min_request_counts\":", kMinRequestCounts,
       ",\"trims\":", SeriesTrimsJson(TrimsDuring(trend.snapshots)),
       ",\"rss\":", row_json(trend.rss, false), ",\"anon_swap\":", row_json(trend.anon, false),
-      ",\"tracked\":", row_json(trend.tracked, false), ",\"devices\":[",
+      ",\"tracked\":", row_json(trend.tracked, false),
+      ",\"allocator_free\":", row_json(trend.allocator_free, false), ",\"devices\":[",
       absl::StrJoin(devices, ","), "],\"owner_count\":", trend.rows.size(), ",\"rows\":[",
-      absl::StrJoin(rows, ","), "],\"warnings\":", JsonWarnings(options), "}\n");
+      absl::StrJoin(rows, ","), "],", RequestTagsJson(trend.request_tags),
+      ",\"warnings\":", JsonWarnings(options), "}\n");
 }
 
 std::string FormatDiffFolded(const DiffResult& diff, OwnerResolver& owners) {

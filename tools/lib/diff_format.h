@@ -11,6 +11,7 @@
 #include "tools/lib/diff.h"
 #include "tools/lib/owner.h"
 #include "tools/lib/pprof_writer.h"
+#include "tools/lib/stack_tree.h"
 #include "tools/lib/trend.h"
 
 namespace retain::tool {
@@ -22,6 +23,9 @@ struct FormatOptions {
   // DegradedWarning() of the snapshots; shown first, as a WARNING line in
   // the table, as the first of "warnings" in JSON (with "degraded": true).
   std::string degraded_warning;
+  // The diff's stack tree (DiffStackTree): "stacks" in JSON; null when
+  // not given.
+  const StackTree* stacks = nullptr;
 };
 
 std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options);

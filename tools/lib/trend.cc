@@ -156,6 +156,7 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot, absl::string_view n
   }
   column.tracked.allocated += sampled_heap.allocated;
   column.tracked.resident += sampled_heap.resident;
+  request_tags_.Add(snapshot, s);
   columns_.push_back(std::move(column));
   // The caller may free the snapshot now; its stacks are known by content.
   owners_.ForgetSnapshots();
@@ -262,8 +263,14 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     result.tracked.error_bytes =
         errors([&](size_t c) { return variance_in_measure(columns_[c].tracked); });
   }
+  result.allocator_free.owner.display = "allocator free (held by malloc)";
+  for (size_t k = 0; k < n; ++k) {
+    result.allocator_free.live_bytes.push_back(
+        static_cast<int64_t>(result.snapshots[k]->memory().malloc_free_held()));
+  }
   fit_row(result.rss, kRssMinStep);
   fit_row(result.anon, kRssMinStep);
+  fit_row(result.allocator_free, kRssMinStep);
   fit_row(result.tracked);
   std::set<std::string, decltype(&DomainLess)> domains(&DomainLess);
   for (const Column& column : columns_) {
@@ -283,6 +290,10 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     });
     fit_row(line);
   }
+
+  std::vector<uint64_t> requests_closed;
+  for (const Column& column : columns_) requests_closed.push_back(column.requests_closed);
+  result.request_tags = request_tags_.Finish(order, requests_closed);
 
   std::stable_sort(result.rows.begin(), result.rows.end(),
                    [](const TrendRow& a, const TrendRow& b) {

@@ -29,6 +29,7 @@
 #include "retain.pb.h"
 #include "tools/lib/measure.h"
 #include "tools/lib/owner.h"
+#include "tools/lib/request_tags.h"
 #include "tools/lib/trend_fit.h"
 
 namespace retain::tool {
@@ -65,16 +66,22 @@ struct TrendResult {
   TrendRow rss;      // VmRSS
   TrendRow anon;     // RssAnon + VmSwap
   TrendRow tracked;  // all live tracked host bytes, in the measure
+  // glibc's free-but-held bytes (mallinfo2 fordblks, ProcessMemory.
+  // malloc_free_held) at each snapshot, fitted like the RSS lines.
+  TrendRow allocator_free;
   // All live device memory per device domain ("tracked device:cuda:0
   // (NVIDIA H200)"), in DomainLess order; apart from `tracked` (domain.h).
   std::vector<TrendRow> devices;
   std::vector<TrendRow> rows;  // by growth, descending
+  // The requests the snapshots report, in end order (request_tags.h).
+  RequestTags request_tags;
 };
 
 // Builds a trend one snapshot at a time, so a caller can read a snapshot,
 // Add it and let it go: what stays is a summary of each (its header,
-// memory, totals and health) and, per owner, one value per snapshot, so
-// memory grows with owners x snapshots, not with the snapshots' size.
+// memory, totals and health), per owner one value per snapshot, and one
+// entry per request the tags report (request_tags.h, bounded), so memory
+// grows with owners x snapshots, not with the snapshots' size.
 // Each distinct stack (by its frames and the module table they belong to)
 // is resolved to its owner once for the whole series, not once per
 // snapshot: symbolizing and --rules regexes cost per distinct stack.
@@ -131,6 +138,7 @@ class TrendBuilder {
   absl::flat_hash_map<std::string, size_t> row_of_key_;       // owner key -> row
   absl::flat_hash_map<std::string, size_t> row_of_stack_;     // stack content -> row
   absl::flat_hash_map<std::string, uint32_t> module_tables_;  // module table -> id
+  RequestTagCollector request_tags_;
 };
 
 // `snapshots`: at least 3, of one process (SameProcess), any order (sorted

@@ -115,6 +115,21 @@ TEST(PlanDiffCommandTest, RefusesFlagsThatDoNotGoTogether) {
   command = Command({"-"});
   command.rules = "-";
   EXPECT_THAT(PlanError(command), StartsWith("standard input (-) can be read once"));
+
+  command = Command({"a.pb"});
+  command.html = "-";
+  EXPECT_EQ(PlanError(command),
+            "--html -: standard output carries the table, --json or --folded; give a file");
+  command.html = "before.pb";  // `--html before.pb after.pb`: the page's name forgotten
+  EXPECT_EQ(PlanError(command),
+            "--html before.pb: a snapshot's name; the page would replace it (give a .html)");
+  command.html = "report.html";
+  command.folded = true;
+  EXPECT_TRUE(PlanDiffCommand(command).ok()) << "--html goes with any output";
+  command = Command({"a", "b", "c"});
+  command.trend = true;
+  command.html = "trend.html";
+  EXPECT_TRUE(PlanDiffCommand(command).ok());
 }
 
 TEST(CheckDistinctSnapshotsTest, NamesTheFilesThatHoldOneSnapshot) {
@@ -205,6 +220,22 @@ TEST(DiffHelpTest, UsageExamplesFlagsAndExitStatus) {
   EXPECT_THAT(help, HasSubstr("Flags:\n  --flag  what it does\n"));
   EXPECT_THAT(help,
               HasSubstr("Exit status: 0 done, 1 over --fail-over, 2 usage or input error.\n"));
+}
+
+TEST(JoinDashValuesTest, JoinsDashValuesOfFlagsThatTakeOne) {
+  std::vector<std::string> args = {"tool", "--test_count",           "-",  "--test_loud",  "-",
+                                   "-x",   "--test_empty_default=-", "--", "--test_count", "-"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  std::vector<std::string> storage;
+  std::vector<char*> joined = JoinDashValues(static_cast<int>(argv.size()), argv.data(), &storage);
+  ASSERT_FALSE(joined.empty());
+  EXPECT_EQ(joined.back(), nullptr);
+  joined.pop_back();
+  std::vector<std::string> seen(joined.begin(), joined.end());
+  // A bool takes no value: its "-" stays a positional (standard input).
+  EXPECT_THAT(seen, ElementsAre("tool", "--test_count=-", "--test_loud", "-", "-x",
+                                "--test_empty_default=-", "--", "--test_count", "-"));
 }
 
 TEST(FlagsHelpTest, ListsTheFlagsOfOneFileByNameWithDefaultsAndWrappedHelp) {
