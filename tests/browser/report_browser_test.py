@@ -570,13 +570,8 @@ class LargeReportTest(unittest.TestCase):
             print("large trend: %.2f s to load, %.1f ms per hover, %.0f ms to redraw with top 20, %.0f ms to sort;"
                   " 5,000-node icicle: %.2f s to load, %d nodes drawn, %.0f ms to zoom, search under %.0f ms"
                   % (load, hover, redraw, sort, live_load, drawn, zoom, max(search, 0)), flush=True)
-            # Limits with room for a loaded 2-core CI machine: a click answers within half a second.
-            self.assertLess(load, 5.0)
-            self.assertLess(hover, 50.0)
-            self.assertLess(redraw, 500.0)
-            self.assertLess(sort, 500.0)
-            self.assertLess(live_load, 5.0)
-            self.assertLess(zoom, 500.0)
+            # The times are printed, not asserted: speed is measured by bench/, never by a
+            # test (a loaded CI machine would make a timed assertion fail on its own).
             self.assertGreater(drawn, 100)
             self.assertLessEqual(drawn, 5000)
 
