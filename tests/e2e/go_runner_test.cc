@@ -10,6 +10,7 @@
 // the Go function that allocates it, across the cgo call.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <functional>
@@ -228,7 +229,7 @@ struct DoorRun {
 
 // The runner behind the front door with RETAIN_SNAPSHOT_EVERY=1: `drive`
 // sends the requests to the front door's port.
-DoorRun RunBehindFrontDoor(const TempDir& dir, const std::vector<std::string>& flags,
+DoorRun RunBehindFrontDoor(const TempDir& dir, const std::vector<std::string>& flags, int requests,
                            const std::function<void(int door_port)>& drive) {
   DoorRun run;
   const int door = control::FreeLoopbackPort();
@@ -246,6 +247,17 @@ DoorRun RunBehindFrontDoor(const TempDir& dir, const std::vector<std::string>& f
     return run;
   }
   drive(door);
+  // As a user would: wait for the last request's snapshot, which the shim's
+  // thread may still be writing when it was coalesced (concurrent clients).
+  const std::string last_label = "requests-" + std::to_string(requests);
+  bool written = false;
+  for (int i = 0; i < 200 && !written; ++i) {
+    for (const std::string& file : ListSnapshots(dir.path())) {
+      written |= LoadSnapshot(file).header().label() == last_label;
+    }
+    if (!written) usleep(50 * 1000);
+  }
+  EXPECT_TRUE(written) << last_label << " never written";
   EXPECT_TRUE(server.Signal(SIGTERM));
   run.server = server.Wait(60);
   std::map<int, std::string> by_request;
@@ -273,7 +285,7 @@ Json TrendJson(const std::vector<std::string>& snapshots, std::string* text) {
 // snapshot after every request, each request tagged with its X-Request-Id.
 TEST(GoRunnerTest, FrontDoorTagsEachRequestAndTheTrendCountsRequests) {
   TempDir dir;
-  DoorRun run = RunBehindFrontDoor(dir, {"--leak-orphans"}, [](int door) {
+  DoorRun run = RunBehindFrontDoor(dir, {"--leak-orphans"}, kRequests, [](int door) {
     RunOptions client;
     client.argv = {"python3",     SourceRoot() + "/examples/llm-server-sim/send_requests.py",
                    "--port",      std::to_string(door),
@@ -377,7 +389,7 @@ TEST(GoRunnerTest, RetainRunKeepsTheStateOfEveryRequestOfAProgramThatEndsAbruptl
 // nodes before its capture, so the slope is checked within 5 %.
 TEST(GoRunnerTest, FourConcurrentClientsThroughTheFrontDoorGiveTheSameVerdicts) {
   TempDir dir;
-  DoorRun run = RunBehindFrontDoor(dir, {"--leak-orphans"}, [](int door) {
+  DoorRun run = RunBehindFrontDoor(dir, {"--leak-orphans"}, kConcurrentRequests, [](int door) {
     LoadOptions load;
     load.port = door;
     load.connections = 4;

@@ -176,11 +176,15 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     return columns_[a].summary->header().sequence() < columns_[b].summary->header().sequence();
   });
   TrendResult result;
-  // The x: the requests that had ended when each snapshot was asked for
-  // (Header.requests_at_trigger), so that requests still open on other
-  // connections, or opened by a keep-alive client right after, never count
-  // early. Snapshots of older shims: the requests ended at the capture, or
-  // older still the requests opened. Without requests: the snapshot's number.
+  // The x: the requests that had ended at the instant the snapshot's rows
+  // were read (Header.requests_closed: the capture holds every table's lock
+  // while it reads the rows and the count), so x counts exactly the requests
+  // whose ends the rows can reflect. A snapshot asked for at request N and
+  // taken later, after more requests ended (concurrent clients, a busy
+  // writer), says what it holds, not when it was asked for; requests still
+  // open never count. Snapshots of older shims: the requests ended when the
+  // snapshot was asked for, older still the requests opened. Without
+  // requests: the snapshot's number.
   bool at_trigger = false, closed = false;
   for (const Column& column : columns_) {
     result.requests_from_tags |= column.has_requests;
@@ -193,9 +197,9 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     result.kept.push_back(column.summary);
     result.snapshots.push_back(column.summary.get());
     names.push_back(column.name.empty() ? absl::StrCat("snapshot #", k + 1) : column.name);
-    const uint64_t x = at_trigger ? column.requests_at_trigger
-                       : closed   ? column.requests_closed
-                                  : column.highest_request;
+    const uint64_t x = closed       ? column.requests_closed
+                       : at_trigger ? column.requests_at_trigger
+                                    : column.highest_request;
     result.requests.push_back(result.requests_from_tags
                                   ? static_cast<double>(x)
                                   : static_cast<double>(k + 1));  // snapshot number, 1 = first
