@@ -6,7 +6,7 @@
 add_executable(resident_memory_test ${CMAKE_CURRENT_LIST_DIR}/resident_memory_test.cc)
 target_include_directories(resident_memory_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(resident_memory_test PRIVATE retain_test_support GTest::gtest_main)
-add_dependencies(resident_memory_test retain residency)
+add_dependencies(resident_memory_test retain residency residency_churn)
 gtest_discover_tests(resident_memory_test
   DISCOVERY_TIMEOUT 60
   PROPERTIES LABELS preload TIMEOUT 300)

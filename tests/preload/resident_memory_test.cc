@@ -238,5 +238,32 @@ TEST_F(ResidencyTest, PagedOutMemoryIsSwappedNotResident) {
   EXPECT_EQ(TotalsFor(swap, v1::KIND_MMAP_ANON).swapped_bytes() >= row.swapped, true);
 }
 
+// Large blocks freed while the snapshot is written (fixture
+// residency_churn): each one live at the capture counts as resident as it
+// was then, never 0 because it was unmapped before the encoder reached it.
+TEST(ResidencyChurnTest, BlocksFreedWhileTheSnapshotIsWrittenKeepTheirResidency) {
+  TempDir dir;
+  const RunResult run = RunFixture("residency_churn", {}, dir.path());
+  ASSERT_EQ(run.exit_code, 0) << Describe(run);
+  const FixtureOutput out(run.stdout_data);
+  const auto ring_line = out.All("ring");
+  ASSERT_EQ(ring_line.size(), 1u) << run.stdout_data;
+  ASSERT_EQ(ring_line[0].size(), 2u) << run.stdout_data;
+  const uint64_t count = ParseNumber(ring_line[0][0]), block = ParseNumber(ring_line[0][1]);
+  ASSERT_EQ(block, kMiB);
+  // The race this test is about happened: the ring was freed mid-write.
+  ASSERT_EQ(out.Number("freed_while_writing"), 1u) << run.stdout_data;
+  const v1::Snapshot snapshot = SnapshotLabeled(dir.path(), "churn");
+  ASSERT_TRUE(snapshot.header().residency_measured());
+  uint64_t ring = 0, resident = 0;
+  for (const auto& [address, row] : RowsOf(snapshot)) {
+    if (row.kind != v1::KIND_HEAP || row.size != block) continue;
+    ++ring;
+    resident += row.resident;
+  }
+  EXPECT_EQ(ring, count);
+  EXPECT_EQ(resident, count * block);
+}
+
 }  // namespace
 }  // namespace retain::test

@@ -1,6 +1,8 @@
 // capture: see snapshot/capture.h.
 #include "snapshot/capture.h"
 
+#include <algorithm>
+
 #include "base/arena.h"
 #include "record/birth_sequence.h"
 #include "record/live_tables.h"
@@ -8,8 +10,48 @@
 #include "record/tag_table.h"
 
 namespace retain::shim {
+namespace {
 
-bool CaptureTables(TableCapture& capture) {
+// With every table held: the residency of each large row, as of now.
+void MeasureLargeRowsLocked(TableCapture& capture, ResidencyMeter& meter) {
+  capture.measured_count = 0;
+  meter.set_rows_only(true);
+  auto measure = [&](Kind kind, uintptr_t start, uint64_t size) {
+    if (size < kMeasuredUnderLockBytes || !MeasuresResidency(kind) ||
+        capture.measured_count == kMeasuredUnderLockRows) {
+      return;
+    }
+    capture.measured[capture.measured_count++] = {start, size, meter.Measure(start, size)};
+  };
+  for (size_t i = 0; i < capture.heap_count; ++i) {
+    measure(capture.heap[i].kind, capture.heap[i].address, capture.heap[i].size);
+  }
+  for (size_t i = 0; i < capture.map_count; ++i) {
+    measure(capture.maps[i].kind, capture.maps[i].start,
+            capture.maps[i].end - capture.maps[i].start);
+  }
+  meter.set_rows_only(false);
+}
+
+}  // namespace
+
+const Residency* TableCapture::MeasuredAt(uintptr_t start, uint64_t size) const {
+  if (size < kMeasuredUnderLockBytes) return nullptr;
+  const MeasuredRow* begin = measured;
+  const MeasuredRow* end = measured + measured_count;
+  const MeasuredRow* found = std::lower_bound(
+      begin, end, start, [](const MeasuredRow& row, uintptr_t at) { return row.start < at; });
+  if (found == end || found->start != start || found->size != size) return nullptr;
+  return &found->residency;
+}
+
+bool CaptureTables(TableCapture& capture, ResidencyMeter* meter) {
+  if (meter != nullptr && capture.measured == nullptr) {
+    capture.measured =
+        static_cast<MeasuredRow*>(MapScratchPages(sizeof(MeasuredRow) * kMeasuredUnderLockRows));
+  }
+  if (capture.measured == nullptr) meter = nullptr;
+  capture.measured_count = 0;
   MmapTable& maps = ProgramMappings();
   for (int attempt = 0; attempt < 8; ++attempt) {
     maps.Lock();
@@ -49,10 +91,15 @@ bool CaptureTables(TableCapture& capture) {
       capture.requests_opened = TagCount();
       capture.requests_closed = ClosedTagCount();
       capture.requests_aborted = AbortedTagCount();
+      if (meter != nullptr) MeasureLargeRowsLocked(capture, *meter);
     }
     ForEachLiveTableReversed([](LiveTable& table) { table.UnlockAll(); });
     maps.Unlock();
-    if (fits) return true;
+    if (fits) {
+      std::sort(capture.measured, capture.measured + capture.measured_count,
+                [](const MeasuredRow& a, const MeasuredRow& b) { return a.start < b.start; });
+      return true;
+    }
   }
   return false;
 }

@@ -24,10 +24,30 @@
 #include "record/live_table.h"
 #include "record/mmap_table.h"
 #include "record/tag_table.h"
+#include "snapshot/residency.h"
 
 namespace retain::shim {
 
 class Output;  // snapshot/file_output.h
+
+// Rows of at least this many bytes are measured for residency while the
+// tables are held: a block that large is its own mapping (glibc's mmap
+// threshold starts at 128 KiB) or a mapping, which the program may unmap
+// between the capture and the encoding; measured afterwards it would read
+// 0. Smaller blocks share pages that stay mapped. The program's
+// allocating threads wait for these mincore calls: one per row, over the
+// row's pages only (a few microseconds per MiB).
+inline constexpr uint64_t kMeasuredUnderLockBytes = 128 * 1024;
+// At most this many rows are measured so (32 B each, 128 KiB of scratch);
+// the rest are measured when encoded, as smaller rows are.
+inline constexpr size_t kMeasuredUnderLockRows = 4096;
+
+// A row's residency as of the capture.
+struct MeasuredRow {
+  uintptr_t start;
+  uint64_t size;
+  Residency residency;
+};
 
 // Both tables and their counters as of one instant: the mappings lock and
 // every heap shard lock are held together while they are copied (the
@@ -47,14 +67,25 @@ struct TableCapture {
   uint64_t requests_opened = 0;
   uint64_t requests_closed = 0;
   uint64_t requests_aborted = 0;
+  // The rows of kMeasuredUnderLockBytes or more, measured while the tables
+  // were held (when CaptureTables was given a meter); sorted by start once
+  // the tables are let go (SortMeasured).
+  MeasuredRow* measured = nullptr;
+  size_t measured_count = 0;
 
-  ~TableCapture() { Release(); }
+  ~TableCapture() {
+    Release();
+    UnmapScratchPages(measured, sizeof(MeasuredRow) * kMeasuredUnderLockRows);
+  }
   void Release() {
     UnmapScratchPages(heap, sizeof(LiveRecord) * heap_capacity);
     UnmapScratchPages(maps, sizeof(MapRecord) * map_capacity);
     heap = nullptr;
     maps = nullptr;
   }
+  // The residency measured at the capture for the row [start, start + size),
+  // or nullptr when it was not measured then.
+  const Residency* MeasuredAt(uintptr_t start, uint64_t size) const;
 };
 
 // The tags a snapshot shows: each retained tag that is open, referenced by
@@ -159,9 +190,11 @@ class TagCapture {
   size_t capacity_ = 0;
 };
 
-// Copies every table (see TableCapture). False when scratch memory runs out
-// or the tables keep outgrowing the copy.
-bool CaptureTables(TableCapture& capture);
+// Copies every table (see TableCapture). With a meter (begun), also
+// measures the large rows' residency while the tables are held, then sorts
+// them by start. False when scratch memory runs out or the tables keep
+// outgrowing the copy.
+bool CaptureTables(TableCapture& capture, ResidencyMeter* meter);
 
 // Counts each captured row's bytes into its tag (TagCapture::CountLive).
 void CountTagBytes(TableCapture& capture, TagCapture& tags);

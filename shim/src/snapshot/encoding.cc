@@ -168,7 +168,10 @@ bool EncodeAllocations(Output& output, BlockEncoder& blocks, TableCapture& captu
                        ResidencyMeter& meter, ResidencyTotals& residency) {
   auto measure = [&](Kind kind, uintptr_t start, uint64_t size) {
     Residency r;
-    if (MeasuresResidency(kind)) r = meter.Measure(start, size);
+    if (MeasuresResidency(kind)) {
+      const Residency* at_capture = capture.MeasuredAt(start, size);
+      r = at_capture != nullptr ? *at_capture : meter.Measure(start, size);
+    }
     residency.Add(kind, r);
     return r;
   };

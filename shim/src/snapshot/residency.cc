@@ -52,7 +52,8 @@ bool ResidencyMeter::Load(uintptr_t page, uintptr_t last_page) {
   // The whole window first; where the kernel stops at a hole without
   // filling the vector up to it, the row's pages alone, then one page.
   size_t row_pages = last_page - page + 1;
-  size_t lengths[] = {kWindowPages, row_pages < kWindowPages ? row_pages : kWindowPages, 1};
+  const size_t row_length = row_pages < kWindowPages ? row_pages : kWindowPages;
+  size_t lengths[] = {rows_only_ ? row_length : kWindowPages, row_length, 1};
   size_t tried = 0;
   for (size_t length : lengths) {
     if (tried != 0 && length >= tried) continue;

@@ -12,7 +12,10 @@
 // row on its pages. mincore fails with ENOMEM at a hole (an unmapped range:
 // past the end of a mapping, or a block freed since the capture); Linux
 // fills the vector up to the hole, which a sentinel byte detects, and the
-// window then ends there. A row whose pages are no longer mapped counts 0.
+// window then ends there. A row whose pages are no longer mapped counts 0;
+// rows of kMeasuredUnderLockBytes or more are measured by the capture while
+// it holds the tables (snapshot/capture.h), so a large block freed between
+// the capture and the encoding still counts as it was at the capture.
 // For mmap-file rows mincore reports the page cache (a file page read by
 // another process, or written shortly before, counts as resident although
 // this process never touched it).
@@ -26,9 +29,9 @@
 // (host memory); GPU kinds are 0 (device memory is not the host's RSS).
 //
 // Thread and signal contract: the snapshot writer's thread only (busy, its
-// mutex held), outside every table lock (the program's threads never wait
-// for mincore). Buffers are scratch pages (base/arena.h), never the host
-// heap; the pagemap is read through the shim's own descriptors
+// mutex held); outside every table lock, except for the large rows the
+// capture measures (rows_only: mincore over those rows' pages alone). Buffers are scratch pages
+// (base/arena.h), never the host heap; the pagemap is read through the shim's own descriptors
 // (base/own_fds.h). Nothing here logs; errno is preserved.
 #ifndef RETAIN_SHIM_SRC_SNAPSHOT_RESIDENCY_H_
 #define RETAIN_SHIM_SRC_SNAPSHOT_RESIDENCY_H_
@@ -82,6 +85,15 @@ class ResidencyMeter {
   // address order; any order is correct.
   Residency Measure(uintptr_t start, uint64_t size);
 
+  // While true, each mincore call covers the row being measured and no
+  // more (the capture measures large rows under the tables' locks, where
+  // the program's allocating threads wait: no page beyond them is asked
+  // for). Changing it drops the window.
+  void set_rows_only(bool rows_only) {
+    rows_only_ = rows_only;
+    window_pages_ = 0;
+  }
+
   // System calls made so far (mincore and pagemap reads), for the bench.
   uint64_t calls() const { return calls_; }
 
@@ -92,6 +104,7 @@ class ResidencyMeter {
   bool Swapped(size_t index);
 
   bool ready_ = false;
+  bool rows_only_ = false;
   size_t page_shift_ = 12;
   uint8_t* vector_ = nullptr;    // kWindowPages bytes
   uint64_t* pagemap_ = nullptr;  // kWindowPages entries, when swap exists

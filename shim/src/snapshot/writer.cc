@@ -94,17 +94,17 @@ bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigge
   bool ok;
   uint64_t residency_calls = 0;
   {
+    // Residency is measured while the rows are encoded, after the capture
+    // has let go of the tables' locks; large rows by the capture itself.
+    ResidencyMeter meter;
+    ResidencyTotals residency;
+    const bool measured = meter.Begin();
     TableCapture capture;
     TagCapture tags;
-    ok = CaptureTables(capture) && tags.Capture();
+    ok = CaptureTables(capture, measured ? &meter : nullptr) && tags.Capture();
     if (ok) CountTagBytes(capture, tags);
     Output output(file);
     IdSet referenced;
-    // Residency is measured while the rows are encoded, after the capture
-    // has let go of the tables' locks.
-    ResidencyMeter meter;
-    ResidencyTotals residency;
-    const bool measured = ok && meter.Begin();
     if (ok) {
       EncodeHeader(output.buffer(), trigger, label, requests_at_trigger, sequence, capture,
                    measured);
