@@ -176,16 +176,22 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     return columns_[a].summary->header().sequence() < columns_[b].summary->header().sequence();
   });
   TrendResult result;
-  // The x: the requests that had ended at the instant the snapshot's rows
-  // were read (Header.requests_closed: the capture holds every table's lock
-  // while it reads the rows and the count), so x counts exactly the requests
-  // whose ends the rows can reflect. A snapshot asked for at request N and
-  // taken later, after more requests ended (concurrent clients, a busy
-  // writer), says what it holds, not when it was asked for; requests still
-  // open never count. Snapshots of older shims: the requests ended when the
-  // snapshot was asked for, older still the requests opened. Without
-  // requests: the snapshot's number.
+  // The x: the requests served at the instant the snapshot's rows were
+  // read (the capture holds every table's lock while it reads the rows and
+  // Header.requests_opened and requests_closed). A request in flight then
+  // has done part of its work, so it counts half: x = closed + (opened -
+  // closed) / 2, rounded down. With concurrent clients the rows hold
+  // memory of requests that have begun but not ended; counted at closed
+  // alone, the last snapshots of a burst (taken as the last requests
+  // ended, all holding the final state) would form a flat tail that reads
+  // a leak as a plateau, and counted at opened alone, a queue of requests
+  // not yet started would lead the bytes. A snapshot asked for at request N
+  // and taken later counts what it holds, not when it was asked for.
+  // Snapshots of older shims: the requests ended when the snapshot was
+  // asked for, older still the requests opened. Without requests: the
+  // snapshot's number.
   bool at_trigger = false, closed = false;
+  double x_uncertainty = 0;  // the most requests in flight at a capture
   for (const Column& column : columns_) {
     result.requests_from_tags |= column.has_requests;
     at_trigger |= column.requests_at_trigger != 0;
@@ -197,9 +203,13 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
     result.kept.push_back(column.summary);
     result.snapshots.push_back(column.summary.get());
     names.push_back(column.name.empty() ? absl::StrCat("snapshot #", k + 1) : column.name);
-    const uint64_t x = closed       ? column.requests_closed
+    const uint64_t in_flight = column.highest_request > column.requests_closed
+                                   ? column.highest_request - column.requests_closed
+                                   : 0;
+    const uint64_t x = closed       ? column.requests_closed + in_flight / 2
                        : at_trigger ? column.requests_at_trigger
                                     : column.highest_request;
+    if (closed) x_uncertainty = std::max(x_uncertainty, static_cast<double>(in_flight));
     result.requests.push_back(result.requests_from_tags
                                   ? static_cast<double>(x)
                                   : static_cast<double>(k + 1));  // snapshot number, 1 = first
@@ -227,7 +237,8 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
   };
   auto fit_row = [&](TrendRow& row, double min_step = kOwnerMinStep) {
     std::vector<double> y(row.live_bytes.begin(), row.live_bytes.end());
-    row.fit = FitTrend(result.requests, y, row.error_bytes, min_step);
+    row.fit = FitTrend(result.requests, y, row.error_bytes, min_step,
+                       result.requests_from_tags ? x_uncertainty : 0);
   };
   // A row's figures in snapshot order, in the measure (and allocated beside).
   auto fill = [&](TrendRow& row, auto point_at) {

@@ -162,7 +162,7 @@ double SampledVariance(uint64_t recorded_size, uint64_t estimate) {
 }
 
 TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_in,
-                  const std::vector<double>& se_in, double min_step) {
+                  const std::vector<double>& se_in, double min_step, double x_uncertainty) {
   TrendFit fit;
   const size_t n = x_in.size();
   if (n < 2 || n != y_in.size() || (!se_in.empty() && se_in.size() != n)) return fit;
@@ -224,6 +224,7 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
   double best_sse = 0;
   const double tie = 1e-9 * static_cast<double>(n);
   for (size_t b = 1; b + kMinBandRequestCounts <= groups; ++b) {
+    if (x_uncertainty > 0 && x.back() - x[group_start[b]] <= x_uncertainty) break;
     const double sse =
         SseOf(prefix[0], prefix[group_start[b]]) + SseOf(prefix[group_start[b]], prefix[n]);
     if (best == 0 || sse < best_sse - tie) {

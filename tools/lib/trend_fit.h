@@ -23,10 +23,11 @@
 //      of holding.
 //   3. Two models: one line through all the points, and a split: a line
 //      over the request counts before x_b and another from x_b on (B, at
-//      least 3 request counts), x_b the earliest where the two leave the
+//      least 3 request counts, and spanning more requests than a point's x
+//      may be off: x_uncertainty), x_b the earliest where the two leave the
 //      least squared residual. The split is preferred when it explains the
 //      points much better than one line: an F test,
-//      ((SSE_line - SSE_split) / 2) / (SSE_split / (n - 4)) >= 10, with
+//      ((SSE_line - SSE_split) / 2) / (SSE_split / (n - 4)) >= 20, with
 //      n (min_step / 2)^2 added to each SSE so exact data is not split for
 //      rounding's sake.
 //   4. A segment rises when its fitted rise (slope x its span of requests)
@@ -91,9 +92,14 @@ inline constexpr size_t kMinRequestCounts = 4;
 inline constexpr size_t kMinBandRequestCounts = 3;
 
 // Classifies one series. x need not be sorted nor distinct. `se`: the
-// standard error of each y (empty: exact values).
+// standard error of each y (empty: exact values). `x_uncertainty`: by how
+// many requests a point's x may be off (requests in flight when snapshots
+// were taken, trend.h): a plateau's holding segment must span more than
+// that, so that the last snapshots of a burst, which all hold the final
+// state while the last requests in flight end, never read as a band.
 TrendFit FitTrend(const std::vector<double>& x, const std::vector<double>& y,
-                  const std::vector<double>& se, double min_step = kOwnerMinStep);
+                  const std::vector<double>& se, double min_step = kOwnerMinStep,
+                  double x_uncertainty = 0);
 inline TrendFit FitTrend(const std::vector<double>& x, const std::vector<double>& y,
                          double min_step = kOwnerMinStep) {
   return FitTrend(x, y, {}, min_step);

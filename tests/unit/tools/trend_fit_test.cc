@@ -184,6 +184,33 @@ TEST(FitTrendIssueTest, ConcurrentRequestCountsThatRepeatAndSkipStillReadLinear)
   EXPECT_EQ(fit.request_counts, 5u);
 }
 
+TEST(FitTrendIssueTest, TheLastSnapshotsOfABurstAreNotAPlateau) {
+  // Four clients through a queue, 256 KiB kept per request: the last three
+  // snapshots are taken as the last requests in flight end (x 38, 39, 40),
+  // and all hold the final state, 40 requests' nodes. Counted exactly they
+  // would look like a band; a point's x is off by up to the 3 requests in
+  // flight, so a band must span more than that.
+  std::vector<double> x, y;
+  for (int r = 1; r <= 37; ++r) {
+    x.push_back(r);
+    y.push_back((r + 2) * 256.0 * 1024);
+  }
+  for (int r = 38; r <= 40; ++r) {
+    x.push_back(r);
+    y.push_back(40 * 256.0 * 1024);
+  }
+  EXPECT_EQ(FitTrend(x, y, {}, kOwnerMinStep).verdict, Verdict::kPlateau) << "the hazard";
+  const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, /*x_uncertainty=*/3);
+  EXPECT_EQ(fit.verdict, Verdict::kLinear) << Show(fit);
+  EXPECT_NEAR(fit.slope, 256 * 1024, 0.05 * 256 * 1024) << Show(fit);
+  // A cache full from request 5 still reads plateau at the same uncertainty.
+  for (size_t i = 0; i < y.size(); ++i) y[i] = std::min(x[i], 4.0) * 4 * kMiB;
+  const TrendFit cache = FitTrend(x, y, {}, kOwnerMinStep, 3);
+  EXPECT_EQ(cache.verdict, Verdict::kPlateau) << Show(cache);
+  EXPECT_EQ(cache.flat_from, 4) << Show(cache);
+  EXPECT_EQ(cache.level, 16 * kMiB) << Show(cache);
+}
+
 TEST(FitTrendIssueTest, KeepAliveSnapshotsAfterTheSameRequestDoNotSteepenTheSlope) {
   // Eight requests, the last counted by two snapshots: 26.5 MiB per request.
   const std::vector<double> x = {1, 2, 3, 4, 5, 6, 7, 8, 8};
