@@ -89,8 +89,9 @@ run_config() {  # name env-assignments...
     if ! line=$("$client" --port "$port" --requests "$batch" --warmup 0 --new-connection \
       --method POST --path /completion --body "$body"); then status=1; fi
     if [[ $name != none ]]; then
-      arena=$(python3 -c 'import json,sys,urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1]))["arena_bytes"])' \
-        "http://127.0.0.1:$control/stats")
+      # curl, not python3: its start-up (over a second on a loaded machine) would be
+      # counted against the configuration's requests per second.
+      arena=$(curl -s "http://127.0.0.1:$control/stats" | grep -o '"arena_bytes":[0-9]*' | cut -d: -f2)
     fi
     rss=$(awk '/^VmRSS/ {print $2 * 1024}' "/proc/$server_pid/status")
     files=$(find "$dir/data" -name '*.pb' | wc -l)

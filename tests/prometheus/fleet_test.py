@@ -17,7 +17,7 @@ apart, then asks Prometheus's HTTP API (/api/v1/query):
     although many more were written (the sequence numbers say how many).
 
 Environment (tests/prometheus/CMakeLists.txt): RETAIN_LIB, RETAIN_SIM,
-RETAIN_EXPORTER, RETAIN_PROMETHEUS.
+RETAIN_EXPORTER, RETAIN_DUMP, RETAIN_PROMETHEUS.
 """
 
 import json
@@ -40,6 +40,7 @@ from send_requests import make_prompt  # noqa: E402
 LIB = os.environ.get("RETAIN_LIB", "")
 SIM = os.environ.get("RETAIN_SIM", "")
 EXPORTER = os.environ.get("RETAIN_EXPORTER", "")
+DUMP = os.environ.get("RETAIN_DUMP", "")
 PROMETHEUS = os.environ.get("RETAIN_PROMETHEUS", "prometheus")
 
 MIB = 1 << 20
@@ -200,6 +201,11 @@ class FleetTest(unittest.TestCase):
             self.assertGreaterEqual(len(snapshots), KEEP - 1, snapshots)
             newest = max(int(f.split(".")[-2]) for f in snapshots)
             self.assertGreater(newest, 3 * KEEP, snapshots)
+            # Written by the timer (retain-dump reads the header).
+            header = json.loads(subprocess.run(
+                [DUMP, "--json", os.path.join(directory, sorted(snapshots)[0])],
+                check=True, capture_output=True, text=True).stdout)["header"]
+            self.assertEqual((header["trigger"], header["label"]), ("interval", "interval"))
 
 
 if __name__ == "__main__":
