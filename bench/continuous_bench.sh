@@ -28,7 +28,7 @@
 # written (the newest sequence number), files kept and their bytes at the end.
 #
 # Environment: RETAIN_BUILD_DIR (default ./build), RETAIN_BENCH_NO_BUILD=1,
-# SERVER_FLAGS. Exit status 0 when every request was answered 200.
+# SERVER_FLAGS, CONFIGS (the configurations to run, by name, space-separated). Exit status 0 when every request was answered 200.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${RETAIN_BUILD_DIR:-$repo/build}
@@ -105,11 +105,17 @@ run_config() {  # name env-assignments...
   tail -1 "$dir/results" >&2
 }
 
-run_config none
-run_config retain RETAIN_SIGNAL=none
-run_config interval-1s RETAIN_SNAPSHOT_INTERVAL=1s RETAIN_KEEP=10
-run_config sampled-1s RETAIN_SNAPSHOT_INTERVAL=1s RETAIN_KEEP=10 RETAIN_SAMPLE=512KiB
-run_config interval-200ms RETAIN_SNAPSHOT_INTERVAL=200ms RETAIN_KEEP=10
+configs=${CONFIGS:-none retain interval-1s sampled-1s interval-200ms}
+for config in $configs; do
+  case $config in
+    none) run_config none ;;
+    retain) run_config retain RETAIN_SIGNAL=none ;;
+    interval-1s) run_config interval-1s RETAIN_SNAPSHOT_INTERVAL=1s RETAIN_KEEP=10 ;;
+    sampled-1s) run_config sampled-1s RETAIN_SNAPSHOT_INTERVAL=1s RETAIN_KEEP=10 RETAIN_SAMPLE=512KiB ;;
+    interval-200ms) run_config interval-200ms RETAIN_SNAPSHOT_INTERVAL=200ms RETAIN_KEEP=10 ;;
+    *) echo "continuous_bench.sh: unknown configuration $config" >&2; exit 2 ;;
+  esac
+done
 
 python3 - "$dir/results" "$duration" "$batch" "${server_flags[*]}" <<'PY'
 import statistics, sys
