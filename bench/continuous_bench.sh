@@ -94,9 +94,12 @@ run_config() {  # name env-assignments...
       arena=$(curl -s "http://127.0.0.1:$control/stats" | grep -o '"arena_bytes":[0-9]*' | cut -d: -f2)
     fi
     rss=$(awk '/^VmRSS/ {print $2 * 1024}' "/proc/$server_pid/status")
-    files=$(find "$dir/data" -name '*.pb' | wc -l)
-    bytes=$(find "$dir/data" -name '*.pb' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
-    newest=$(find "$dir/data" -name '*.pb' -printf '%f\n' | awk -F. '{ if ($(NF-1) > m) m = $(NF-1) } END {print m + 0}')
+    # The shim deletes old snapshots (RETAIN_KEEP) while find lists them: one
+    # listing, its vanished files ignored.
+    find "$dir/data" -name '*.pb' -printf '%f %s\n' 2>/dev/null >"$dir/listing" || true
+    files=$(wc -l <"$dir/listing")
+    bytes=$(awk '{s += $2} END {print s + 0}' "$dir/listing")
+    newest=$(awk '{n = split($1, p, "."); if (p[n-1] + 0 > m) m = p[n-1] + 0} END {print m + 0}' "$dir/listing")
     echo "$name batch $b $line arena $arena rss $rss files $files bytes $bytes newest $newest" >>"$dir/results"
   done
   kill -TERM "$server_pid" 2>/dev/null || true
