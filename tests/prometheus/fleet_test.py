@@ -11,7 +11,10 @@ sends requests to both servers, one at a time, a few interval snapshots
 apart, then asks Prometheus's HTTP API (/api/v1/query):
 
   - the leaking server's trie owner is `linear` at 4 MiB per request (within
-    2%), and it is the only linear owner of either server above 64 KiB/request;
+    2%);
+  - a third server, leaking the same way under RETAIN_SAMPLE=512KiB, has its
+    trie `linear` at 4 MiB per request within 25% (estimates);
+  - those are the only linear owners above 64 KiB/request;
   - the other server's prompt cache is `plateau` at 32 MiB resident;
   - each directory holds at most RETAIN_KEEP snapshots (disk stays bounded)
     although many more were written (the sequence numbers say how many).
@@ -107,19 +110,19 @@ class FleetTest(unittest.TestCase):
         self.tmp.cleanup()
 
     def start(self, name, argv, env=None):
-        log = open(os.path.join(self.tmp.name, name + ".log"), "w")
-        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL)
+        with open(os.path.join(self.tmp.name, name + ".log"), "w") as log:
+            process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL)
         self.processes.append((name, process))
         return process
 
-    def start_server(self, name, flags):
+    def start_server(self, name, flags, extra_env=None):
         directory = os.path.join(self.tmp.name, name)
         os.mkdir(directory)
         port = free_port()
         env = dict(os.environ, LD_PRELOAD=LIB, RETAIN_DIR=directory,
                    RETAIN_SNAPSHOT_INTERVAL="%dms" % (INTERVAL_S * 1000),
-                   RETAIN_KEEP=str(KEEP), RETAIN_HTTP_PATHS="/completion")
+                   RETAIN_KEEP=str(KEEP), RETAIN_HTTP_PATHS="/completion", **(extra_env or {}))
         process = self.start(name, [SIM, "--port", str(port)] + flags, env)
         wait_for(lambda: http_ok("http://127.0.0.1:%d/health" % port), 20, name + " to listen")
         return directory, port, process.pid
@@ -135,12 +138,19 @@ class FleetTest(unittest.TestCase):
         leaky_dir, leaky_port, leaky_pid = self.start_server(
             "leaky", ["--leak-trie", "--cache-mib", "0"])
         cache_dir, cache_port, cache_pid = self.start_server("cache", ["--cache-mib", "32"])
+        # The same leak, sampled (a trie node of 256 KiB is recorded with
+        # probability 1 - e^-0.5: the owner's bytes are estimates).
+        sampled_dir, sampled_port, sampled_pid = self.start_server(
+            "sampled", ["--leak-trie", "--cache-mib", "0"],
+            {"RETAIN_SAMPLE": "512KiB", "RETAIN_SAMPLE_SEED": "7"})
 
         exporter = self.start("exporter", [EXPORTER, "--port", "0", "--interval", "200ms",
-                                           "--window", "30", leaky_dir, cache_dir])
+                                           "--window", "30", leaky_dir, cache_dir, sampled_dir])
         log = os.path.join(self.tmp.name, "exporter.log")
-        line = wait_for(lambda: re.search(r"listening on 127\.0\.0\.1:(\d+)", open(log).read()),
-                        20, "the exporter to listen")
+        def listening():
+            with open(log) as f:
+                return re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
+        line = wait_for(listening, 20, "the exporter to listen")
         exporter_port = int(line.group(1))
         self.assertIsNone(exporter.poll())
 
@@ -161,6 +171,7 @@ class FleetTest(unittest.TestCase):
         for n in range(1, REQUESTS + 1):
             post_completion(leaky_port, "leak-%d" % n)
             post_completion(cache_port, "cache-%d" % n)
+            post_completion(sampled_port, "sampled-%d" % n)
             time.sleep(3 * INTERVAL_S)
 
         trie_query = ('retain_owner_bytes_per_request{job="retain",verdict="linear",'
@@ -182,28 +193,39 @@ class FleetTest(unittest.TestCase):
         self.assertEqual(cache[0]["metric"]["dir"], cache_dir)
         self.assertEqual(float(cache[0]["value"][1]), 32 * MIB)
 
-        # No other owner of either server grows by more than 64 KiB a request.
+        # Sampled: still linear, at about its rate (the estimate's standard
+        # error over 12 requests is about 10% of it).
+        sampled_query = ('retain_owner_bytes_per_request{job="retain",verdict="linear",'
+                         'owner="%s",pid="%d"}' % (TRIE, sampled_pid))
+        sampled = wait_for(lambda: self.query(prom_port, sampled_query), 30,
+                           "Prometheus to have the sampled trie as linear: " + sampled_query)
+        self.assertAlmostEqual(float(sampled[0]["value"][1]) / (4 * MIB), 1.0, delta=0.25,
+                               msg=sampled)
+
+        # No other owner of any server grows by more than 64 KiB a request.
         linear = self.query(prom_port, 'retain_owner_bytes_per_request{verdict="linear"} > 65536')
-        self.assertEqual([(r["metric"]["pid"], r["metric"]["owner"]) for r in linear],
-                         [(str(leaky_pid), TRIE)])
+        self.assertEqual(sorted((r["metric"]["pid"], r["metric"]["owner"]) for r in linear),
+                         sorted([(str(leaky_pid), TRIE), (str(sampled_pid), TRIE)]))
         # Both processes are seen, healthy.
         rss = self.query(prom_port, "retain_process_rss_bytes")
         self.assertEqual(sorted(int(r["metric"]["pid"]) for r in rss),
-                         sorted([leaky_pid, cache_pid]))
+                         sorted([leaky_pid, cache_pid, sampled_pid]))
         degraded = self.query(prom_port, "retain_shim_degraded == 1")
         self.assertEqual(degraded, [])
 
         # Disk stays bounded: at most KEEP snapshots in each directory, of many
         # more written.
-        for directory in (leaky_dir, cache_dir):
+        for directory in (leaky_dir, cache_dir, sampled_dir):
             snapshots = [f for f in os.listdir(directory) if f.endswith(".pb")]
             self.assertLessEqual(len(snapshots), KEEP, snapshots)
             self.assertGreaterEqual(len(snapshots), KEEP - 1, snapshots)
             newest = max(int(f.split(".")[-2]) for f in snapshots)
             self.assertGreater(newest, 3 * KEEP, snapshots)
-            # Written by the timer (retain-dump reads the header).
+            # Written by the timer (retain-dump reads the header of the newest:
+            # the oldest may be deleted meanwhile, the servers still run).
+            newest_file = max(snapshots, key=lambda f: int(f.split(".")[-2]))
             header = json.loads(subprocess.run(
-                [DUMP, "--json", os.path.join(directory, sorted(snapshots)[0])],
+                [DUMP, "--json", os.path.join(directory, newest_file)],
                 check=True, capture_output=True, text=True).stdout)["header"]
             self.assertEqual((header["trigger"], header["label"]), ("interval", "interval"))
 

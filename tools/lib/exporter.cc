@@ -206,10 +206,20 @@ void Exporter::ReadNew(Directory& directory, Process& process,
     }
     // One snapshot per request count: an idle server's interval snapshots
     // would otherwise fill the window with one x, and a trend needs
-    // requests. The newest at a count replaces the one before it.
-    if (process.builder->size() > 0 &&
-        snapshot->header().requests_closed() == process.builder->LastRequestsClosed() &&
-        snapshot->header().requests_closed() != 0) {
+    // requests. At a count already in the window, the snapshot taken while
+    // no request was open is kept (its rows hold exactly the requests its
+    // x counts; one taken during the next request holds part of that one
+    // too), else the newest.
+    const v1::Header& header = snapshot->header();
+    if (const v1::Header* last = process.builder->LastHeader();
+        last != nullptr && header.requests_closed() == last->requests_closed() &&
+        header.requests_closed() != 0) {
+      auto idle = [](const v1::Header& h) { return h.requests_opened() == h.requests_closed(); };
+      if (idle(*last) && !idle(header)) {
+        process.last = Summary(*snapshot);  // the newest figures for the process lines
+        process.last_sequence = sequence;
+        continue;
+      }
       process.builder->DropNewest();
     }
     absl::Status status = process.builder->Add(*snapshot, name);

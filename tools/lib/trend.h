@@ -121,9 +121,9 @@ class TrendBuilder {
   // request count: a newer one at the same count replaces it). Same
   // condition as DropOldest.
   bool DropNewest();
-  // Header.requests_closed of the last snapshot added (0: none).
-  uint64_t LastRequestsClosed() const {
-    return columns_.empty() ? 0 : columns_.back().requests_closed;
+  // The header of the last snapshot added; null when none.
+  const v1::Header* LastHeader() const {
+    return columns_.empty() ? nullptr : &columns_.back().summary->header();
   }
   size_t size() const { return columns_.size(); }
 

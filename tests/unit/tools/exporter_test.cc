@@ -33,13 +33,14 @@ constexpr int kCacheEntries = 5;
 // A process `pid` after `request` requests: the leak (frame 0xd0000) keeps
 // kLeakBytes per request, the cache (0xc0000) up to kCacheEntries entries,
 // and 1000 bytes elsewhere (0xe0000).
-std::string Make(uint32_t pid, int request, uint32_t sequence) {
+// `open`: requests still open (opened but not closed) at the snapshot.
+std::string Make(uint32_t pid, int request, uint32_t sequence, int open = 0) {
   v1::Snapshot s;
   v1::Header* h = s.mutable_header();
   h->set_format_version(v1::FORMAT_VERSION_CURRENT);
   h->set_pid(pid);
   h->set_sequence(sequence);
-  h->set_requests_opened(static_cast<uint64_t>(request));
+  h->set_requests_opened(static_cast<uint64_t>(request + open));
   h->set_requests_closed(static_cast<uint64_t>(request));
   s.mutable_health();
   s.mutable_memory()->set_vm_rss(100000000 + static_cast<uint64_t>(request));
@@ -194,6 +195,27 @@ TEST_F(ExporterTest, TheWindowKeepsTheNewestRequestCounts) {
   EXPECT_EQ(leak->fit.verdict, Verdict::kLinear);
   // The cache filled before the window: flat within it.
   EXPECT_EQ(Row(processes[0], "cache")->fit.verdict, Verdict::kFlat);
+}
+
+// At a count already in the window, a snapshot taken while no request was
+// open stays rather than one taken during the next request (which holds
+// part of it); the process lines show the newest.
+TEST_F(ExporterTest, AtOneCountTheIdleSnapshotIsKept) {
+  std::unique_ptr<Exporter> exporter = Create();
+  WriteSeries(100, 6);                                 // idle, counts 0..5
+  Write(PathOf(100, 7), Make(100, 5, 7, /*open=*/1));  // during request 6
+  exporter->Scan(absl::Now());
+  std::vector<ProcessView> processes = exporter->Processes();
+  ASSERT_EQ(processes.size(), 1u);
+  ASSERT_TRUE(processes[0].trend.has_value());
+  EXPECT_EQ(processes[0].trend->snapshots.back()->header().sequence(), 6u);
+  EXPECT_EQ(processes[0].last->header().sequence(), 7u);
+  // A busy one at a count is replaced by a newer one, busy or not.
+  Write(PathOf(100, 8), Make(100, 6, 8, /*open=*/1));
+  Write(PathOf(100, 9), Make(100, 6, 9, /*open=*/1));
+  exporter->Scan(absl::Now());
+  EXPECT_EQ(exporter->Processes()[0].trend->snapshots.back()->header().sequence(), 9u);
+  EXPECT_EQ(exporter->Processes()[0].snapshots, 7u);
 }
 
 // A snapshot cut short (a copy still in progress) is skipped and counted;
