@@ -25,7 +25,8 @@
 # over DURATION_S, which includes the bookkeeping between batches), the median of the batches' median
 # latencies, the median and the worst of their p99s, the largest single
 # request; arena and VmRSS after the first batch and at the end; snapshots
-# written (the newest sequence number), files kept and their bytes at the end.
+# written (the newest sequence number), the median time to write one (the
+# shim's RETAIN_LOG lines), files kept and their bytes at the end.
 #
 # Environment: RETAIN_BUILD_DIR (default ./build), RETAIN_BENCH_NO_BUILD=1,
 # SERVER_FLAGS, CONFIGS (the configurations to run, by name, space-separated). Exit status 0 when every request was answered 200.
@@ -74,7 +75,9 @@ run_config() {  # name env-assignments...
   rm -rf "$dir/data" && mkdir -p "$dir/data"
   local env_args=()
   if [[ $name != none ]]; then
-    env_args=(LD_PRELOAD="$shim" RETAIN_DIR="$dir/data" RETAIN_CONTROL="tcp:127.0.0.1:$control" "$@")
+    rm -f "$dir/shim.log"
+    env_args=(LD_PRELOAD="$shim" RETAIN_DIR="$dir/data" RETAIN_CONTROL="tcp:127.0.0.1:$control"
+      RETAIN_LOG="$dir/shim.log" "$@")
   fi
   env "${env_args[@]}" "$sim" --port "$port" "${server_flags[@]}" >"$dir/server.out" 2>"$dir/server.log" &
   server_pid=$!
@@ -105,6 +108,11 @@ run_config() {  # name env-assignments...
   kill -TERM "$server_pid" 2>/dev/null || true
   wait "$server_pid" || true
   server_pid=
+  # The shim's "wrote PATH in N us" lines: each snapshot's writing time.
+  local writes=0
+  [[ -f $dir/shim.log ]] && writes=$(grep -o 'in [0-9]* us' "$dir/shim.log" | awk '{print $2}' |
+    sort -n | awk '{v[NR] = $1} END {print (NR ? v[int((NR + 1) / 2)] : 0)}')
+  echo "$name write_median_us $writes" >>"$dir/writes"
   tail -1 "$dir/results" >&2
 }
 
@@ -120,9 +128,10 @@ for config in $configs; do
   esac
 done
 
-python3 - "$dir/results" "$duration" "$batch" "${server_flags[*]}" <<'PY'
+python3 - "$dir/results" "$duration" "$batch" "${server_flags[*]}" "$dir/writes" <<'PY'
 import statistics, sys
-path, duration, batch, flags = sys.argv[1:5]
+path, duration, batch, flags, writes_path = sys.argv[1:6]
+writes = dict(line.split()[0::2] for line in open(writes_path))
 configs = {}
 for line in open(path):
     parts = line.split()
@@ -130,8 +139,8 @@ for line in open(path):
     values = dict(zip(parts[1::2], parts[2::2]))
     configs.setdefault(name, []).append({k: float(v) for k, v in values.items()})
 print(f"continuous_bench.sh: {duration} s per configuration, batches of {batch}, server flags: {flags}")
-print("| configuration | requests/s | median µs | p99 µs (median / worst batch) | max µs | arena first → last | VmRSS first → last | snapshots written | files kept | bytes kept |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| configuration | requests/s | median µs | p99 µs (median / worst batch) | max µs | arena first → last | VmRSS first → last | snapshots written | write µs (median) | files kept | bytes kept |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 mib = lambda b: f"{b / 1048576:.1f} MiB"
 for name, rows in configs.items():
     requests = sum(r["requests"] for r in rows) / float(duration)
@@ -140,6 +149,7 @@ for name, rows in configs.items():
     print(f"| {name} | {requests:.0f} | {median:.0f} | {statistics.median(p99s):.0f} / {max(p99s):.0f} | "
           f"{max(r['max_us'] for r in rows):.0f} | {mib(rows[0]['arena'])} → {mib(rows[-1]['arena'])} | "
           f"{mib(rows[0]['rss'])} → {mib(rows[-1]['rss'])} | {rows[-1]['newest']:.0f} | "
+          f"{writes.get(name, '0') if rows[-1]['newest'] else '–'} | "
           f"{rows[-1]['files']:.0f} | {rows[-1]['bytes'] / 1024:.0f} KiB |")
 PY
 exit $status
