@@ -24,7 +24,8 @@
 # Per configuration: requests served per second (the client's requests
 # over DURATION_S, which includes the bookkeeping between batches), the median of the batches' median
 # latencies, the median and the worst of their p99s, the largest single
-# request; arena and VmRSS after the first batch and at the end; snapshots
+# request; the arena after the first batch, at each quarter of the run and at
+# the end; VmRSS after the first batch and at the end; snapshots
 # written (the newest sequence number), the median time to write one (the
 # shim's RETAIN_LOG lines), files kept and their bytes at the end.
 #
@@ -139,15 +140,18 @@ for line in open(path):
     values = dict(zip(parts[1::2], parts[2::2]))
     configs.setdefault(name, []).append({k: float(v) for k, v in values.items()})
 print(f"continuous_bench.sh: {duration} s per configuration, batches of {batch}, server flags: {flags}")
-print("| configuration | requests/s | median µs | p99 µs (median / worst batch) | max µs | arena first → last | VmRSS first → last | snapshots written | write µs (median) | files kept | bytes kept |")
+print("| configuration | requests/s | median µs | p99 µs (median / worst batch) | max µs | arena at 0, ¼, ½, ¾, end | VmRSS first → last | snapshots written | write µs (median) | files kept | bytes kept |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 mib = lambda b: f"{b / 1048576:.1f} MiB"
+def quarters(rows, key):
+    return ", ".join(f"{rows[min(len(rows) - 1, q * len(rows) // 4)][key] / 1048576:.1f}"
+                     for q in range(5)) + " MiB"
 for name, rows in configs.items():
     requests = sum(r["requests"] for r in rows) / float(duration)
     median = statistics.median(r["median_us"] for r in rows)
     p99s = [r["p99_us"] for r in rows]
     print(f"| {name} | {requests:.0f} | {median:.0f} | {statistics.median(p99s):.0f} / {max(p99s):.0f} | "
-          f"{max(r['max_us'] for r in rows):.0f} | {mib(rows[0]['arena'])} → {mib(rows[-1]['arena'])} | "
+          f"{max(r['max_us'] for r in rows):.0f} | {quarters(rows, 'arena')} | "
           f"{mib(rows[0]['rss'])} → {mib(rows[-1]['rss'])} | {rows[-1]['newest']:.0f} | "
           f"{writes.get(name, '0') if rows[-1]['newest'] else '–'} | "
           f"{rows[-1]['files']:.0f} | {rows[-1]['bytes'] / 1024:.0f} KiB |")
