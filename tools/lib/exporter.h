@@ -23,8 +23,8 @@
 // (Header.requests_closed): a snapshot at the same count as the newest one
 // replaces it (unless that one was taken with no request open and the new
 // one was not: its rows would hold part of the next request), so an idle
-// server's interval snapshots do not crowd out the requests a verdict needs. Verdicts are about the window: a cache that
-// filled before it reads flat, not plateau.
+// server's interval snapshots do not crowd out the requests a verdict needs. Verdicts are about the
+// window: a cache that filled before it reads flat, not plateau.
 //
 // Memory: per process, the window's summaries and per owner one value per
 // snapshot in the window (TrendBuilder with DropOldest), plus the owners
