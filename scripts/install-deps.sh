@@ -37,6 +37,7 @@ TEST_PACKAGES=(
   clang-format                         # style.format: the sources are as clang-format 14 writes them
   nodejs                               # js.*: the HTML report's JavaScript units (node:test, no npm package)
   chromium                             # browser.*: the HTML report opened in headless Chromium (DevTools pipe)
+  prometheus                           # prometheus.*: promtool test rules on share/prometheus/, and a real Prometheus scraping retain-exporter (tests/prometheus)
 )
 
 die() {

@@ -16,7 +16,8 @@ add_executable(proc_preload_test
   ${_proc_dir}/proc_atomic_write_test.cc
   ${_proc_dir}/proc_fds_test.cc
   ${_proc_dir}/proc_waits_test.cc
-  ${_proc_dir}/proc_quiet_test.cc)
+  ${_proc_dir}/proc_quiet_test.cc
+  ${_proc_dir}/proc_continuous_test.cc)
 target_include_directories(proc_preload_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(proc_preload_test PRIVATE retain_test_support GTest::gtest_main)
 

@@ -43,8 +43,29 @@ void AppendRaw(std::string* out, uint64_t value) {
 }  // namespace
 
 TrendBuilder::TrendBuilder(OwnerResolver& owners, Measure requested)
-    : owners_(owners), requested_(requested) {
+    : TrendBuilder(owners, requested, true) {}
+
+TrendBuilder::TrendBuilder(OwnerResolver& owners, Measure requested, bool collect_request_tags)
+    : owners_(owners), requested_(requested), collect_request_tags_(collect_request_tags) {
   owners_.SetKeysWithoutLines(false);
+}
+
+bool TrendBuilder::DropNewest() {
+  if (columns_.empty() || collect_request_tags_) return false;
+  columns_.pop_back();
+  for (std::vector<Measured>& series : series_) {
+    if (series.size() > columns_.size()) series.resize(columns_.size());
+  }
+  return true;
+}
+
+bool TrendBuilder::DropOldest() {
+  if (columns_.empty() || collect_request_tags_) return false;
+  columns_.erase(columns_.begin());
+  for (std::vector<Measured>& series : series_) {
+    if (!series.empty()) series.erase(series.begin());
+  }
+  return true;
 }
 
 absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot, absl::string_view name) {
@@ -156,14 +177,14 @@ absl::Status TrendBuilder::Add(const v1::Snapshot& snapshot, absl::string_view n
   }
   column.tracked.allocated += sampled_heap.allocated;
   column.tracked.resident += sampled_heap.resident;
-  request_tags_.Add(snapshot, s);
+  if (collect_request_tags_) request_tags_.Add(snapshot, s);
   columns_.push_back(std::move(column));
   // The caller may free the snapshot now; its stacks are known by content.
   owners_.ForgetSnapshots();
   return absl::OkStatus();
 }
 
-absl::StatusOr<TrendResult> TrendBuilder::Finish() {
+absl::StatusOr<TrendResult> TrendBuilder::Finish() const {
   const size_t n = columns_.size();
   if (n < 3) {
     return absl::InvalidArgumentError(
@@ -252,7 +273,7 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
   result.rows.resize(owners_of_rows_.size());
   for (size_t r = 0; r < result.rows.size(); ++r) {
     TrendRow& row = result.rows[r];
-    row.owner = std::move(owners_of_rows_[r]);
+    row.owner = owners_of_rows_[r];
     const std::vector<Measured>& series = series_[r];
     auto point_at = [&](size_t c) -> const Measured& {
       return c < series.size() ? series[c] : none;
@@ -308,7 +329,7 @@ absl::StatusOr<TrendResult> TrendBuilder::Finish() {
 
   std::vector<uint64_t> requests_closed;
   for (const Column& column : columns_) requests_closed.push_back(column.requests_closed);
-  result.request_tags = request_tags_.Finish(order, requests_closed);
+  if (collect_request_tags_) result.request_tags = request_tags_.Finish(order, requests_closed);
 
   std::stable_sort(result.rows.begin(), result.rows.end(),
                    [](const TrendRow& a, const TrendRow& b) {

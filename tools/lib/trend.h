@@ -100,12 +100,32 @@ class TrendBuilder {
   // `requested`: the measure to count in; resident falls back to allocated
   // at Finish when a snapshot has no residency (ChooseMeasure).
   explicit TrendBuilder(OwnerResolver& owners, Measure requested = Measure::kResident);
+  // A sliding window (retain-exporter): `collect_request_tags` false keeps
+  // no request tags (TrendResult.request_tags stays empty), as DropOldest
+  // requires.
+  TrendBuilder(OwnerResolver& owners, Measure requested, bool collect_request_tags);
   // Any order (sorted by sequence at Finish). `name` names the snapshot in
   // the measure's fallback warning. Error: a snapshot of another process
   // than the first one added.
   absl::Status Add(const v1::Snapshot& snapshot, absl::string_view name = "");
-  // Error: fewer than 3 snapshots.
-  absl::StatusOr<TrendResult> Finish();
+  // Error: fewer than 3 snapshots. Const: more snapshots may be added and
+  // Finish called again (a window that slides).
+  absl::StatusOr<TrendResult> Finish() const;
+
+  // Forgets the first snapshot added (the oldest of a window fed in
+  // sequence order): what is kept is the newest ones. Owners stay known
+  // (their rows read 0 where they had nothing). Only on a builder that
+  // collects no request tags. Returns false when there is none.
+  bool DropOldest();
+  // Forgets the last snapshot added (a window that keeps one snapshot per
+  // request count: a newer one at the same count replaces it). Same
+  // condition as DropOldest.
+  bool DropNewest();
+  // The header of the last snapshot added; null when none.
+  const v1::Header* LastHeader() const {
+    return columns_.empty() ? nullptr : &columns_.back().summary->header();
+  }
+  size_t size() const { return columns_.size(); }
 
  private:
   // One figure of a row or of the tracked line per measure: both are
@@ -129,6 +149,7 @@ class TrendBuilder {
   };
   OwnerResolver& owners_;
   const Measure requested_;
+  const bool collect_request_tags_ = true;
   std::vector<Column> columns_;  // in the order added
   std::vector<Owner> owners_of_rows_;
   // Per row, one per column (may be short: 0).

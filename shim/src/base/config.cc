@@ -115,6 +115,32 @@ bool ParseLoopbackHost(char* name, LoopbackPort* out, const char** why) {
 
 }  // namespace
 
+bool ParseDuration(const char* text, uint64_t* milliseconds) {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  uint64_t number = 0;
+  const char* p = text;
+  for (; *p >= '0' && *p <= '9'; ++p) {
+    uint64_t digit = static_cast<uint64_t>(*p - '0');
+    if (number > (UINT64_MAX - digit) / 10) return false;
+    number = number * 10 + digit;
+  }
+  uint64_t scale;
+  if (strcmp(p, "ms") == 0) {
+    scale = 1;
+  } else if (*p == '\0' || strcmp(p, "s") == 0) {
+    scale = 1000;
+  } else if (strcmp(p, "m") == 0 || strcmp(p, "min") == 0) {
+    scale = 60 * 1000;
+  } else if (strcmp(p, "h") == 0) {
+    scale = 3600 * 1000;
+  } else {
+    return false;
+  }
+  if (number == 0 || number > UINT64_MAX / scale) return false;
+  *milliseconds = number * scale;
+  return true;
+}
+
 bool ParseByteSize(const char* text, uint64_t* bytes) {
   if (text == nullptr || *text < '0' || *text > '9') return false;
   uint64_t number = 0;
@@ -368,6 +394,45 @@ void LoadConfig(Config* config) {
                      text);
     } else {
       config->snapshot_every = every;
+    }
+  }
+
+  config->snapshot_interval_ms = 0;
+  if (const char* text = getenv("RETAIN_SNAPSHOT_INTERVAL");
+      text != nullptr && *text != '\0' && strcmp(text, "off") != 0 && strcmp(text, "0") != 0) {
+    uint64_t ms = 0;
+    if (!ParseDuration(text, &ms)) {
+      LogConfigError(
+          "RETAIN_SNAPSHOT_INTERVAL='%.64s' is not a duration (e.g. 30s, 500ms, 5m); using off",
+          text);
+    } else if (ms < kMinSnapshotIntervalMs) {
+      LogConfigError("RETAIN_SNAPSHOT_INTERVAL='%.64s' is below 100ms; using 100ms", text);
+      config->snapshot_interval_ms = kMinSnapshotIntervalMs;
+    } else {
+      config->snapshot_interval_ms = ms;
+    }
+  }
+  config->keep_count = 0;
+  if (const char* text = getenv("RETAIN_KEEP"); text != nullptr && *text != '\0') {
+    uint64_t keep = 0;
+    if (!ParseUnsigned(text, &keep)) {
+      LogConfigError("RETAIN_KEEP='%.64s' is not a number of snapshots; keeping all", text);
+    } else if (keep > kMaxKeep) {
+      LogConfigError("RETAIN_KEEP='%.64s' is above %llu; using %llu", text,
+                     static_cast<unsigned long long>(kMaxKeep),
+                     static_cast<unsigned long long>(kMaxKeep));
+      config->keep_count = kMaxKeep;
+    } else {
+      config->keep_count = keep;
+    }
+  }
+  config->keep_bytes = 0;
+  if (const char* text = getenv("RETAIN_KEEP_BYTES"); text != nullptr && *text != '\0') {
+    uint64_t bytes = 0;
+    if (!ParseByteSize(text, &bytes)) {
+      LogConfigError("RETAIN_KEEP_BYTES='%.64s' is not a size (e.g. 1GiB); no byte budget", text);
+    } else {
+      config->keep_bytes = bytes;
     }
   }
 

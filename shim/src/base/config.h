@@ -49,6 +49,15 @@ struct Config {
   bool go_signals;
   // RETAIN_SNAPSHOT_EVERY: a snapshot after every Nth request ends; 0 = off.
   uint64_t snapshot_every;
+  // RETAIN_SNAPSHOT_INTERVAL: a snapshot every this many milliseconds,
+  // written by the service thread (continuous mode); 0 = off.
+  uint64_t snapshot_interval_ms;
+  // RETAIN_KEEP / RETAIN_KEEP_BYTES: keep at most this many of the
+  // snapshots this process wrote, and at most this many bytes of them
+  // (the newest always stays); older ones are deleted (snapshot/retention.h).
+  // 0 = no limit.
+  uint64_t keep_count;
+  uint64_t keep_bytes;
   // RETAIN_SAMPLE: mean bytes between sampled heap allocations (record/sampler.h);
   // 0 (default, or "off") records every allocation. RETAIN_SAMPLE_SEED: a
   // fixed seed for reproducible sampling; 0 = from the clock.
@@ -80,6 +89,11 @@ inline constexpr uint64_t kDefaultMaxMemory = uint64_t{2} << 30;
 // The smallest RETAIN_MAX_MEMORY accepted (smaller values are raised to it).
 inline constexpr uint64_t kMinMaxMemory = uint64_t{8} << 20;
 inline constexpr int kDefaultControlRate = 5;
+// RETAIN_SNAPSHOT_INTERVAL below this is raised to it: a snapshot costs
+// about 0.2 s per million live allocations.
+inline constexpr uint64_t kMinSnapshotIntervalMs = 100;
+// RETAIN_KEEP above this is lowered to it (the retention ring's size).
+inline constexpr uint64_t kMaxKeep = 4096;
 inline constexpr int kMaxControlRate = 100;
 
 // Fills `config` from the environment, warning about bad values.
@@ -88,6 +102,10 @@ void LoadConfig(Config* config);
 // Parses "4096", "64K", "64KiB", "64MiB", "1G", "2GB"... (binary units).
 // Returns false on anything else. Exposed for tests.
 bool ParseByteSize(const char* text, uint64_t* bytes);
+// Parses a duration: a number and a unit, "500ms", "30s", "5m", "2h"
+// (a bare number is seconds), into milliseconds. Returns false on anything
+// else, on 0 and on an overflow. Exposed for tests.
+bool ParseDuration(const char* text, uint64_t* milliseconds);
 // Parses "none", "USR1", "SIGUSR2", "HUP", "12"... Returns false on anything
 // else or a signal the shim must not take (KILL, STOP, SEGV, ...).
 bool ParseSignal(const char* text, int* signal_number);

@@ -63,25 +63,54 @@ void WritePendingSignalSnapshots() {
   }
 }
 
-// The service thread waits for work, and once a second checks that the
-// program still has a thread of its own: a shim thread must never be what
-// keeps a process alive after its last thread ended.
+int64_t MonotonicMs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
+
+// RETAIN_SNAPSHOT_INTERVAL (continuous mode): writes the interval snapshot
+// when it is due and moves `next_due_ms` on. A write that took longer than
+// the interval is not made up for: the next is one interval after now.
+void WriteIntervalSnapshotIfDue(int64_t* next_due_ms) {
+  const int64_t interval = static_cast<int64_t>(GetConfig().snapshot_interval_ms);
+  if (interval == 0) return;
+  int64_t now = MonotonicMs();
+  if (*next_due_ms == 0) *next_due_ms = now + interval;  // the first, one interval in
+  if (now < *next_due_ms) return;
+  WriteSnapshot(Trigger::kInterval, "interval", nullptr, 0);
+  *next_due_ms += interval;
+  now = MonotonicMs();
+  if (*next_due_ms <= now) *next_due_ms = now + interval;
+}
+
+// The service thread waits for work (or the next interval snapshot), and
+// once a second checks that the program still has a thread of its own: a
+// shim thread must never be what keeps a process alive after its last
+// thread ended.
 void* ServiceThreadMain(void*) {
   // Everything this thread does is the shim's own work.
   g_thread.busy = 1;
   g_service_running.store(true, std::memory_order_seq_cst);
+  int64_t next_interval_ms = 0;
+  int64_t next_liveness_ms = MonotonicMs() + 1000;
   for (;;) {
     WritePendingStopSnapshot();  // first: a handler is waiting for it
     WritePendingSignalSnapshots();
     WriteQueuedRequestSnapshot();
+    WriteIntervalSnapshotIfDue(&next_interval_ms);
     if (TagCompactionDue()) CompactTags();
-    timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += 1;
+    int64_t wake_ms = next_liveness_ms;
+    if (next_interval_ms != 0 && next_interval_ms < wake_ms) wake_ms = next_interval_ms;
+    timespec deadline = {static_cast<time_t>(wake_ms / 1000),
+                         static_cast<long>((wake_ms % 1000) * 1000000)};
     int waited;
     while ((waited = sem_clockwait(&g_wakeup, CLOCK_MONOTONIC, &deadline)) != 0 && errno == EINTR) {
     }
-    if (waited != 0) ExitIfOnlyShimThreadsRemain();
+    if (waited != 0 && MonotonicMs() >= next_liveness_ms) {
+      ExitIfOnlyShimThreadsRemain();
+      next_liveness_ms = MonotonicMs() + 1000;
+    }
   }
   return nullptr;
 }
@@ -148,6 +177,11 @@ bool WriteStopSnapshotFromHandler(const char* label) {
 
 void InstallSnapshotTriggers() {
   sem_init(&g_wakeup, 0, 0);
+  // Continuous mode: the service thread writes the interval snapshots.
+  if (GetConfig().snapshot_interval_ms != 0) {
+    g_triggers_installed.store(true);
+    g_service_thread_wanted.store(true, std::memory_order_release);
+  }
   int signal_number = GetConfig().snapshot_signal;
   if (ProgramIsGo() && GetConfig().go_signals) {
     // Go's runtime replaces handlers through sigaction: chain with it. The

@@ -6,8 +6,10 @@
 // A signal handler cannot write a snapshot (the writer takes locks and the
 // loader lock), so it only counts the request and posts a semaphore
 // (async-signal-safe); the service thread, named "retain", wakes and writes.
+// The same thread writes the interval snapshots (RETAIN_SNAPSHOT_INTERVAL,
+// continuous mode), waking when one is due.
 // That thread starts lazily, from the first recorded allocation after the
-// signal trigger was installed (or work arrived: an ended request, a wait
+// signal or interval trigger was installed (or work arrived: an ended request, a wait
 // the signal interrupted, hooks/wait_hooks.cc), and lives on; once a second it
 // checks that the program still has a thread of its own, and ends the
 // process as glibc would (exit(0)) when the program's last thread has ended

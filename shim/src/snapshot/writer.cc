@@ -30,6 +30,7 @@
 #include "snapshot/encoding.h"
 #include "snapshot/file_output.h"
 #include "snapshot/residency.h"
+#include "snapshot/retention.h"
 #include "unwind/module_table.h"
 
 namespace retain::shim {
@@ -141,6 +142,10 @@ bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigge
     return false;
   }
   g_previous_write_us = PreciseMicrosSinceStart() - started_us;
+  // RETAIN_KEEP / RETAIN_KEEP_BYTES: the oldest of this process's
+  // snapshots past the bound go now.
+  struct stat written;
+  KeepSnapshot(sequence, stat(path, &written) == 0 ? static_cast<uint64_t>(written.st_size) : 0);
   LogDiagnostic("wrote %s in %lu us (residency: %lu system calls)", path,
                 static_cast<unsigned long>(g_previous_write_us),
                 static_cast<unsigned long>(residency_calls));
@@ -198,6 +203,7 @@ void SnapshotWriterResetInChild() {
   pthread_mutex_init(&g_write_mutex, nullptr);
   g_sequence = 0;
   g_newest_every_n = 0;
+  RetentionResetInChild();
 }
 
 }  // namespace retain::shim

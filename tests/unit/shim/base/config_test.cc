@@ -36,6 +36,79 @@ TEST(ConfigTest, ParsesByteSizes) {
   }
 }
 
+TEST(ConfigTest, ParsesDurations) {
+  uint64_t ms = 0;
+  const std::pair<const char*, uint64_t> good[] = {
+      {"500ms", 500},   {"30s", 30000},  {"30", 30000}, {"5m", 300000},
+      {"5min", 300000}, {"2h", 7200000}, {"1ms", 1}};
+  for (const auto& [text, expected] : good) {
+    EXPECT_TRUE(ParseDuration(text, &ms)) << text;
+    EXPECT_EQ(ms, expected) << text;
+  }
+  for (const char* bad : {"", "0", "0s", "s", "-1s", "1.5s", "10 s", "3d", "1sec", "5M",
+                          "99999999999999999999", "9999999999999999h"}) {
+    EXPECT_FALSE(ParseDuration(bad, &ms)) << bad;
+  }
+}
+
+// Continuous mode: the interval and the retention bounds, and what bad
+// values fall back to (one line each, naming the variable).
+TEST(ConfigTest, ContinuousModeVariables) {
+  setenv("RETAIN_SNAPSHOT_INTERVAL", "30s", 1);
+  setenv("RETAIN_KEEP", "5", 1);
+  setenv("RETAIN_KEEP_BYTES", "64MiB", 1);
+  Config config;
+  testing::internal::CaptureStderr();
+  LoadConfig(&config);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(config.snapshot_interval_ms, 30000u);
+  EXPECT_EQ(config.keep_count, 5u);
+  EXPECT_EQ(config.keep_bytes, 64u << 20);
+
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* line;
+  };
+  for (Case c :
+       {Case{"RETAIN_SNAPSHOT_INTERVAL", "soon",
+             "retain: RETAIN_SNAPSHOT_INTERVAL='soon' is not a duration (e.g. 30s, "
+             "500ms, 5m); using off\n"},
+        Case{"RETAIN_SNAPSHOT_INTERVAL", "10ms",
+             "retain: RETAIN_SNAPSHOT_INTERVAL='10ms' is below 100ms; using 100ms\n"},
+        Case{"RETAIN_KEEP", "few",
+             "retain: RETAIN_KEEP='few' is not a number of snapshots; keeping all\n"},
+        Case{"RETAIN_KEEP", "100000", "retain: RETAIN_KEEP='100000' is above 4096; using 4096\n"},
+        Case{"RETAIN_KEEP_BYTES", "big",
+             "retain: RETAIN_KEEP_BYTES='big' is not a size (e.g. 1GiB); no byte "
+             "budget\n"}}) {
+    setenv(c.name, c.value, 1);
+    testing::internal::CaptureStderr();
+    LoadConfig(&config);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), c.line);
+    setenv("RETAIN_SNAPSHOT_INTERVAL", "30s", 1);
+    setenv("RETAIN_KEEP", "5", 1);
+    setenv("RETAIN_KEEP_BYTES", "64MiB", 1);
+  }
+  setenv("RETAIN_SNAPSHOT_INTERVAL", "10ms", 1);
+  testing::internal::CaptureStderr();
+  LoadConfig(&config);
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(config.snapshot_interval_ms, kMinSnapshotIntervalMs);
+  setenv("RETAIN_SNAPSHOT_INTERVAL", "soon", 1);
+  setenv("RETAIN_KEEP", "few", 1);
+  setenv("RETAIN_KEEP_BYTES", "big", 1);
+  testing::internal::CaptureStderr();
+  LoadConfig(&config);
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(config.snapshot_interval_ms, 0u);
+  EXPECT_EQ(config.keep_count, 0u);
+  EXPECT_EQ(config.keep_bytes, 0u);
+  for (const char* name : {"RETAIN_SNAPSHOT_INTERVAL", "RETAIN_KEEP", "RETAIN_KEEP_BYTES"}) {
+    unsetenv(name);
+  }
+}
+
 TEST(ConfigTest, ParsesSignals) {
   int signal_number = -1;
   EXPECT_TRUE(ParseSignal("none", &signal_number));
