@@ -42,6 +42,9 @@ constexpr int kPaths = 500;
 constexpr int kMaxLeaks = 1 << 16;
 
 long g_work_iterations = 56;
+// SIZE_MIX "small": every block 1-256 bytes (no large blocks, whose zeroing
+// and first touch would dominate a low-work run).
+bool g_small_sizes = false;
 
 struct Rng {
   uint64_t s;
@@ -91,6 +94,7 @@ void Touch(ThreadState& t, void* p, size_t n) {
 
 size_t SmallSize(Rng& r) {
   // Mostly small, byte-granular, with an occasional larger block.
+  if (g_small_sizes) return 1 + r.Below(256);
   uint32_t k = r.Below(100);
   if (k < 70) return 1 + r.Below(128);
   if (k < 95) return 129 + r.Below(2048);
@@ -345,6 +349,7 @@ void Run(ThreadState* t, int id, long operations) {
 int main(int argc, char** argv) {
   long operations = argc > 1 ? atol(argv[1]) : 2000000;
   if (argc > 2) g_work_iterations = atol(argv[2]);
+  if (argc > 3) g_small_sizes = strcmp(argv[3], "small") == 0;
 
   auto w0 = std::chrono::steady_clock::now();
   uint64_t x = Work(1);

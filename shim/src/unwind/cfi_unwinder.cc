@@ -17,6 +17,7 @@
 #include "unwind/eh_frame.h"
 #include "unwind/go_runtime.h"
 #include "unwind/go_stack.h"
+#include "unwind/stack_hash.h"
 
 namespace retain::shim {
 namespace {
@@ -254,7 +255,20 @@ struct WalkMemo {
   int count;
   bool complete;  // frames[0] is the outermost frame (its rule says so)
   MemoFrame frames[kMemoFrames];
+  // fold[i]: the stack hash's fold (unwind/stack_hash.h) over frames[0..i]'s
+  // return addresses, outermost first; kept in step with frames, so a walk
+  // that ends as the memo does has its stack's hash without hashing it.
+  uint64_t fold[kMemoFrames];
 };
+
+// Recomputes memo.fold[first..last] from fold[first - 1].
+void FoldFrames(WalkMemo& memo, int first, int last) {
+  uint64_t state = first == 0 ? kStackHashSeed : memo.fold[first - 1];
+  for (int i = first; i <= last; ++i) {
+    state = StackHashStep(state, memo.frames[i].ip);
+    memo.fold[i] = state;
+  }
+}
 
 // Memos are 2 KiB: not in TLS, whose initial-exec part must stay small (a
 // copy of libretain.so that the Vulkan loader dlopen()s in a process without
@@ -468,6 +482,7 @@ class Walk {
     if (kept_ > kMemoFrames) return;  // too deep to remember
     for (int i = 0; i < kept_; ++i) memo.frames[kept_ - 1 - i] = kept_frames_[i];
     MarkRbpNeeds(memo.frames, 0, kept_ - 1, false);
+    FoldFrames(memo, 0, kept_ - 1);
     memo.stack_low = low_;
     memo.stack_high = high_;
     memo.generation = g_generation.load(std::memory_order_relaxed);
@@ -486,6 +501,7 @@ class Walk {
     }
     for (int i = 0; i < kept_; ++i) memo.frames[total - 1 - i] = kept_frames_[i];
     MarkRbpNeeds(memo.frames, join + 1, total - 1, (memo.frames[join].step & kStepNeedsBp) != 0);
+    FoldFrames(memo, join + 1, total - 1);
     memo.count = total;
   }
 
@@ -557,7 +573,8 @@ __attribute__((noinline, cold)) int WalkThroughGo(uint64_t* cache, uint64_t rule
 }  // namespace
 
 int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, uintptr_t* frames,
-              int max) {
+              int max, CfiStackHash* hash) {
+  if (hash != nullptr) hash->known = false;
 #if defined(__x86_64__)
   uint64_t* cache = Cache();
   if (cache == nullptr) return -1;
@@ -583,6 +600,13 @@ int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, u
   if (__builtin_expect(walk.go_rule() != 0, 0)) {
     return WalkThroughGo(cache, walk.go_rule(), walk.go_at(), stack_low, stack_high, frames, count,
                          max);
+  }
+  // The memo now holds this walk's frames exactly when its count is the
+  // walk's, short of the depth limit (a walk cut there leaves the memo
+  // longer than itself): then its fold is this stack's.
+  if (hash != nullptr && count > 0 && count < max && memo->count == count) {
+    hash->known = true;
+    hash->value = StackHashFinish(memo->fold[count - 1], count, false);
   }
   return count;
 #else

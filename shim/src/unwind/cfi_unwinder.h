@@ -69,8 +69,16 @@ inline UnwindRegisters CallerOfFrame(const uintptr_t* fp) {
 // outermost frame (an undefined return address, as _start and clone mark
 // it, or a return address of 0) or at `max`. Returns -1 when some frame
 // cannot be walked here: the caller must use another unwinder.
+// `hash`, when not null, receives StackHash(frames, count, false)
+// (unwind/stack_hash.h) when the walk could give it without hashing every
+// frame (it ended as the thread's memo of it does, below `max`); else
+// hash->known is false.
+struct CfiStackHash {
+  bool known;
+  uint64_t value;
+};
 int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, uintptr_t* frames,
-              int max);
+              int max, CfiStackHash* hash = nullptr);
 
 // Forgets every cached rule. Call after an object was unloaded: another one
 // may be loaded at the same addresses.
