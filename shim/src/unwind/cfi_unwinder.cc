@@ -417,22 +417,25 @@ class Walk {
     frames_[count_++] = memo.frames[k].ip;
     const int room = max_ - count_;
     const int stop = k > room ? k - room : 0;  // the depth limit
+    // Both reads inside [sp, stack_high): recorded by a walk of this
+    // thread's stack with these bounds, at or above this walk's sp. A saved
+    // rbp is checked only where the rest of the walk reads it (in code
+    // without frame pointers it is mostly data, and that branch is mostly
+    // not taken). Locals, not members, in the loop: it runs for every
+    // reused frame (most of a stack), so each instruction counts.
+    uintptr_t* out = frames_ + count_;
     while (k > stop) {
-      const MemoFrame& from = memo.frames[k];
       const MemoFrame& to = memo.frames[k - 1];
-      // Both reads inside [sp, stack_high): recorded by a walk of this
-      // thread's stack with these bounds, at or above this walk's sp. A
-      // saved rbp is checked only where the rest of the walk reads it (in
-      // code without frame pointers it is mostly data); else to.bp is
-      // compared with itself: no branch that depends on the frame's layout.
-      const uintptr_t slot = SlotOfStep(from.step);
-      const auto* saved_bp = slot != 0 && (to.step & kStepNeedsBp) != 0
-                                 ? reinterpret_cast<const uintptr_t*>(slot)
-                                 : &to.bp;
-      if ((reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to.ip) | (*saved_bp != to.bp)) break;
-      frames_[count_++] = to.ip;
+      if (reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to.ip) break;
+      const uintptr_t slot = SlotOfStep(memo.frames[k].step);
+      if (__builtin_expect((to.step & kStepNeedsBp) != 0, 0) && slot != 0 &&
+          *reinterpret_cast<const uintptr_t*>(slot) != to.bp) {
+        break;
+      }
+      *out++ = to.ip;
       --k;
     }
+    count_ = static_cast<int>(out - frames_);
     const bool ends = count_ == max_ || (k == 0 && memo.complete);
     if (ends && !left_memo_) {
       // Ends inside the remembered walk: the memo keeps its outer part
