@@ -423,16 +423,19 @@ class Walk {
     // without frame pointers it is mostly data, and that branch is mostly
     // not taken). Locals, not members, in the loop: it runs for every
     // reused frame (most of a stack), so each instruction counts.
-    uintptr_t* out = frames_ + count_;
+    // __restrict: the frames written are not the memo's (the compiler
+    // cannot know, both are uintptr_t).
+    uintptr_t* __restrict out = frames_ + count_;
+    const MemoFrame* __restrict remembered = memo.frames;
     while (k > stop) {
-      const MemoFrame& to = memo.frames[k - 1];
-      if (reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to.ip) break;
-      const uintptr_t slot = SlotOfStep(memo.frames[k].step);
-      if (__builtin_expect((to.step & kStepNeedsBp) != 0, 0) && slot != 0 &&
-          *reinterpret_cast<const uintptr_t*>(slot) != to.bp) {
-        break;
+      const MemoFrame& to = remembered[k - 1];
+      const uintptr_t to_ip = to.ip;
+      if (reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to_ip) break;
+      if (__builtin_expect((to.step & kStepNeedsBp) != 0, 0)) {
+        const uintptr_t slot = SlotOfStep(remembered[k].step);
+        if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != to.bp) break;
       }
-      *out++ = to.ip;
+      *out++ = to_ip;
       --k;
     }
     count_ = static_cast<int>(out - frames_);
