@@ -8,13 +8,17 @@ namespace {
 
 constexpr uint32_t kInitialIndexCapacity = 256;
 constexpr uint32_t kInitialChunkCapacity = 16;
-constexpr uint32_t kHashBitsShift = 24;  // index slot: number + 1 in the low 24 bits
-constexpr uint32_t kNumberMask = (1u << kHashBitsShift) - 1;
+// Index slot: number + 1 in the low 24 bits, the slot's distance from its
+// key's home slot in the high 8. The distance lets a removal shift the
+// probe run back without reading any record (the old layout kept 8 hash
+// bits instead, and each slot moved cost a record's cache line to find its
+// home), and lets a lookup skip slots whose key has another home.
+constexpr uint32_t kDistanceShift = 24;
+constexpr uint32_t kNumberMask = (1u << kDistanceShift) - 1;
+constexpr uint32_t kMaxDistance = 255;
 constexpr uint64_t kMaxSize = (uint64_t{1} << 40) - 1;
 
-// The 8 bits of the hash an index slot keeps (not the bits that choose the
-// shard or the home slot).
-uint32_t SlotHashBits(uint64_t hash) { return static_cast<uint32_t>(hash >> 40) & 0xff; }
+uint32_t DistanceOf(uint32_t slot) { return slot >> kDistanceShift; }
 
 // The index grows by half, not double, so it is between 1/2 and 3/4 full
 // (4-byte slots: 5.3 to 8 bytes per record), and any capacity maps a hash
@@ -66,29 +70,59 @@ void LiveTable::Unpack(const PackedRecord& packed, LiveRecord* out) {
 uint32_t* LiveTable::Find(const Shard& shard, uint64_t hash, uintptr_t address) {
   const uint32_t capacity = shard.index_capacity;
   if (capacity == 0) return nullptr;
-  const uint32_t bits = SlotHashBits(hash) << kHashBitsShift;
-  for (uint32_t i = Home(hash, capacity);; i = Next(i, capacity)) {
-    uint32_t slot = shard.index[i];
+  // A slot at distance d from this home holds a key of this home only if
+  // its own distance is d; no key lies further than kMaxDistance.
+  uint32_t i = Home(hash, capacity);
+  for (uint32_t distance = 0; distance <= kMaxDistance; ++distance, i = Next(i, capacity)) {
+    const uint32_t slot = shard.index[i];
     if (slot == 0) return nullptr;
-    if ((slot & ~kNumberMask) == bits &&
+    if (DistanceOf(slot) == distance &&
         RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
       return &shard.index[i];
     }
   }
+  return nullptr;
+}
+
+// The free slot for a key of home `home`, and its distance; false when
+// none lies within kMaxDistance.
+static bool FreeSlot(const uint32_t* index, uint32_t capacity, uint32_t home, uint32_t* at,
+                     uint32_t* distance) {
+  uint32_t i = home;
+  for (uint32_t d = 0; d <= kMaxDistance; ++d, i = Next(i, capacity)) {
+    if (index[i] == 0) {
+      *at = i;
+      *distance = d;
+      return true;
+    }
+  }
+  return false;
 }
 
 bool LiveTable::GrowIndex(Shard& shard) {
-  const uint32_t capacity = shard.index_capacity == 0
-                                ? kInitialIndexCapacity
-                                : shard.index_capacity + shard.index_capacity / 2;
-  auto* index = static_cast<uint32_t*>(MapPages(sizeof(uint32_t) * capacity));
-  if (index == nullptr) return false;
-  for (uint32_t i = 0; i < shard.index_capacity; ++i) {
-    const uint32_t slot = shard.index[i];
-    if (slot == 0) continue;
-    uint32_t j = Home(Hash(RecordAt(shard, (slot & kNumberMask) - 1).address), capacity);
-    while (index[j] != 0) j = Next(j, capacity);
-    index[j] = slot;
+  uint32_t capacity = shard.index_capacity == 0 ? kInitialIndexCapacity
+                                                : shard.index_capacity + shard.index_capacity / 2;
+  uint32_t* index = nullptr;
+  // A probe run longer than the distance field can say (never seen at 3/4
+  // load; keys that hash alike could do it) makes the index bigger still.
+  for (int attempt = 0; index == nullptr; ++attempt) {
+    if (attempt == 4) return false;
+    index = static_cast<uint32_t*>(MapPages(sizeof(uint32_t) * capacity));
+    if (index == nullptr) return false;
+    for (uint32_t i = 0; i < shard.index_capacity; ++i) {
+      const uint32_t slot = shard.index[i];
+      if (slot == 0) continue;
+      const uint32_t home = Home(Hash(RecordAt(shard, (slot & kNumberMask) - 1).address), capacity);
+      uint32_t at;
+      uint32_t distance;
+      if (!FreeSlot(index, capacity, home, &at, &distance)) {
+        UnmapPages(index, sizeof(uint32_t) * capacity);
+        index = nullptr;
+        capacity *= 2;
+        break;
+      }
+      index[at] = (slot & kNumberMask) | distance << kDistanceShift;
+    }
   }
   UnmapPages(shard.index, sizeof(uint32_t) * shard.index_capacity);
   shard.index = index;
@@ -134,15 +168,16 @@ void LiveTable::EraseSlot(Shard& shard, uint32_t* slot) {
   shard.free_head = number + 1;
   const uint32_t capacity = shard.index_capacity;
   uint32_t hole = static_cast<uint32_t>(slot - shard.index);
-  for (uint32_t i = Next(hole, capacity); shard.index[i] != 0; i = Next(i, capacity)) {
-    const uint32_t home =
-        Home(Hash(RecordAt(shard, (shard.index[i] & kNumberMask) - 1).address), capacity);
-    // Move slot i into the hole if its home is not in (hole, i] cyclically.
-    const bool home_in_between =
-        hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
-    if (!home_in_between) {
-      shard.index[hole] = shard.index[i];
+  // `gap`: how far slot i is past the hole. Slot i moves into the hole when
+  // its home is not in (hole, i] cyclically, i.e. its distance >= gap; it
+  // is then `gap` closer to its home.
+  uint32_t gap = 1;
+  for (uint32_t i = Next(hole, capacity); shard.index[i] != 0; i = Next(i, capacity), ++gap) {
+    const uint32_t moving = shard.index[i];
+    if (DistanceOf(moving) >= gap) {
+      shard.index[hole] = moving - (gap << kDistanceShift);
       hole = i;
+      gap = 0;
     }
   }
   shard.index[hole] = 0;
@@ -171,13 +206,21 @@ bool LiveTable::Place(Shard& shard, uint64_t hash, const PackedRecord& packed, u
   if ((uint64_t{shard.count} + 1) * 4 > uint64_t{shard.index_capacity} * 3 && !GrowIndex(shard)) {
     return false;
   }
+  uint32_t at;
+  uint32_t distance;
+  if (!FreeSlot(shard.index, shard.index_capacity, Home(hash, shard.index_capacity), &at,
+                &distance)) {
+    // A probe run too long for the distance field: a bigger index.
+    if (!GrowIndex(shard) || !FreeSlot(shard.index, shard.index_capacity,
+                                       Home(hash, shard.index_capacity), &at, &distance)) {
+      return false;
+    }
+  }
   uint32_t number;
   if (!NewRecord(shard, &number)) return false;
   RecordAt(shard, number) = packed;
   SetDevice(shard, number, device);
-  uint32_t i = Home(hash, shard.index_capacity);
-  while (shard.index[i] != 0) i = Next(i, shard.index_capacity);
-  shard.index[i] = (number + 1) | SlotHashBits(hash) << kHashBitsShift;
+  shard.index[at] = (number + 1) | distance << kDistanceShift;
   ++shard.count;
   return true;
 }
