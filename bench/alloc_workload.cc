@@ -2,6 +2,10 @@
 // the shim's overhead beside other heap profilers (bench/overhead_bench.sh).
 //
 //   bench_alloc_workload [OPERATIONS_PER_THREAD=2000000] [WORK_ITERATIONS=56]
+//                        [SIZE_MIX=mixed|small]
+//
+// `8 small` is the low-work workload of bench/README.md (~50-100 ns of the
+// program's own work per allocation call, every block 1-256 bytes).
 //
 // Two threads. Each repeatedly descends through a call path 8-42 frames deep
 // (recursion over four noinline functions chosen by a deterministic PRNG,

@@ -8,17 +8,27 @@ namespace {
 
 constexpr uint32_t kInitialIndexCapacity = 256;
 constexpr uint32_t kInitialChunkCapacity = 16;
-// Index slot: number + 1 in the low 24 bits, the slot's distance from its
-// key's home slot in the high 8. The distance lets a removal shift the
-// probe run back without reading any record (the old layout kept 8 hash
-// bits instead, and each slot moved cost a record's cache line to find its
-// home), and lets a lookup skip slots whose key has another home.
+// An index slot: the record's number + 1 in bits 0-23; in bits 24-27 its
+// distance from its key's home slot, 0-14, or kFar for 15 or more; in bits
+// 28-31 four bits of the key's hash (not those that choose the shard or the
+// home). A lookup reads a record only for a slot of the same home and the
+// same four bits (about 1 in 16 of the other keys of its home); a removal
+// shifts the run back by the distances, reading a record only for a slot
+// kFar from home (rare at 3/4 load). One record touched per insert or free,
+// where 8 hash bits alone (the earlier layout) made a removal read the record
+// of every slot it considered moving.
 constexpr uint32_t kDistanceShift = 24;
 constexpr uint32_t kNumberMask = (1u << kDistanceShift) - 1;
-constexpr uint32_t kMaxDistance = 255;
+constexpr uint32_t kDistanceMask = 0xfu << kDistanceShift;
+constexpr uint32_t kFar = 15;
+constexpr uint32_t kTagShift = 28;
+constexpr uint32_t kTagMask = 0xfu << kTagShift;
 constexpr uint64_t kMaxSize = (uint64_t{1} << 40) - 1;
 
-uint32_t DistanceOf(uint32_t slot) { return slot >> kDistanceShift; }
+uint32_t SlotTag(uint64_t hash) { return (static_cast<uint32_t>(hash >> 40) & 0xfu) << kTagShift; }
+uint32_t StoredDistance(uint32_t distance) {
+  return (distance < kFar ? distance : kFar) << kDistanceShift;
+}
 
 // The index grows by half, not double, so it is between 1/2 and 3/4 full
 // (4-byte slots: 5.3 to 8 bytes per record), and any capacity maps a hash
@@ -70,59 +80,33 @@ void LiveTable::Unpack(const PackedRecord& packed, LiveRecord* out) {
 uint32_t* LiveTable::Find(const Shard& shard, uint64_t hash, uintptr_t address) {
   const uint32_t capacity = shard.index_capacity;
   if (capacity == 0) return nullptr;
-  // A slot at distance d from this home holds a key of this home only if
-  // its own distance is d; no key lies further than kMaxDistance.
+  // The index is at most 3/4 full: every run ends at an empty slot.
+  const uint32_t tag = SlotTag(hash);
   uint32_t i = Home(hash, capacity);
-  for (uint32_t distance = 0; distance <= kMaxDistance; ++distance, i = Next(i, capacity)) {
+  for (uint32_t distance = 0;; ++distance, i = Next(i, capacity)) {
     const uint32_t slot = shard.index[i];
     if (slot == 0) return nullptr;
-    if (DistanceOf(slot) == distance &&
+    if ((slot & ~kNumberMask) == (tag | StoredDistance(distance)) &&
         RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
       return &shard.index[i];
     }
   }
-  return nullptr;
-}
-
-// The free slot for a key of home `home`, and its distance; false when
-// none lies within kMaxDistance.
-static bool FreeSlot(const uint32_t* index, uint32_t capacity, uint32_t home, uint32_t* at,
-                     uint32_t* distance) {
-  uint32_t i = home;
-  for (uint32_t d = 0; d <= kMaxDistance; ++d, i = Next(i, capacity)) {
-    if (index[i] == 0) {
-      *at = i;
-      *distance = d;
-      return true;
-    }
-  }
-  return false;
 }
 
 bool LiveTable::GrowIndex(Shard& shard) {
-  uint32_t capacity = shard.index_capacity == 0 ? kInitialIndexCapacity
-                                                : shard.index_capacity + shard.index_capacity / 2;
-  uint32_t* index = nullptr;
-  // A probe run longer than the distance field can say (never seen at 3/4
-  // load; keys that hash alike could do it) makes the index bigger still.
-  for (int attempt = 0; index == nullptr; ++attempt) {
-    if (attempt == 4) return false;
-    index = static_cast<uint32_t*>(MapPages(sizeof(uint32_t) * capacity));
-    if (index == nullptr) return false;
-    for (uint32_t i = 0; i < shard.index_capacity; ++i) {
-      const uint32_t slot = shard.index[i];
-      if (slot == 0) continue;
-      const uint32_t home = Home(Hash(RecordAt(shard, (slot & kNumberMask) - 1).address), capacity);
-      uint32_t at;
-      uint32_t distance;
-      if (!FreeSlot(index, capacity, home, &at, &distance)) {
-        UnmapPages(index, sizeof(uint32_t) * capacity);
-        index = nullptr;
-        capacity *= 2;
-        break;
-      }
-      index[at] = (slot & kNumberMask) | distance << kDistanceShift;
-    }
+  const uint32_t capacity = shard.index_capacity == 0
+                                ? kInitialIndexCapacity
+                                : shard.index_capacity + shard.index_capacity / 2;
+  auto* index = static_cast<uint32_t*>(MapPages(sizeof(uint32_t) * capacity));
+  if (index == nullptr) return false;
+  for (uint32_t i = 0; i < shard.index_capacity; ++i) {
+    const uint32_t slot = shard.index[i];
+    if (slot == 0) continue;
+    const uint64_t hash = Hash(RecordAt(shard, (slot & kNumberMask) - 1).address);
+    uint32_t j = Home(hash, capacity);
+    uint32_t distance = 0;
+    for (; index[j] != 0; j = Next(j, capacity)) ++distance;
+    index[j] = (slot & kNumberMask) | StoredDistance(distance) | SlotTag(hash);
   }
   UnmapPages(shard.index, sizeof(uint32_t) * shard.index_capacity);
   shard.index = index;
@@ -169,13 +153,19 @@ void LiveTable::EraseSlot(Shard& shard, uint32_t* slot) {
   const uint32_t capacity = shard.index_capacity;
   uint32_t hole = static_cast<uint32_t>(slot - shard.index);
   // `gap`: how far slot i is past the hole. Slot i moves into the hole when
-  // its home is not in (hole, i] cyclically, i.e. its distance >= gap; it
-  // is then `gap` closer to its home.
+  // its home is not in (hole, i] cyclically, i.e. its distance >= gap; it is
+  // then `gap` closer to its home.
   uint32_t gap = 1;
   for (uint32_t i = Next(hole, capacity); shard.index[i] != 0; i = Next(i, capacity), ++gap) {
     const uint32_t moving = shard.index[i];
-    if (DistanceOf(moving) >= gap) {
-      shard.index[hole] = moving - (gap << kDistanceShift);
+    uint32_t distance = (moving & kDistanceMask) >> kDistanceShift;
+    if (__builtin_expect(distance == kFar, 0)) {  // 15 or more: the record's home says
+      const uint32_t home =
+          Home(Hash(RecordAt(shard, (moving & kNumberMask) - 1).address), capacity);
+      distance = i >= home ? i - home : i + capacity - home;
+    }
+    if (distance >= gap) {
+      shard.index[hole] = (moving & ~kDistanceMask) | StoredDistance(distance - gap);
       hole = i;
       gap = 0;
     }
@@ -206,21 +196,14 @@ bool LiveTable::Place(Shard& shard, uint64_t hash, const PackedRecord& packed, u
   if ((uint64_t{shard.count} + 1) * 4 > uint64_t{shard.index_capacity} * 3 && !GrowIndex(shard)) {
     return false;
   }
-  uint32_t at;
-  uint32_t distance;
-  if (!FreeSlot(shard.index, shard.index_capacity, Home(hash, shard.index_capacity), &at,
-                &distance)) {
-    // A probe run too long for the distance field: a bigger index.
-    if (!GrowIndex(shard) || !FreeSlot(shard.index, shard.index_capacity,
-                                       Home(hash, shard.index_capacity), &at, &distance)) {
-      return false;
-    }
-  }
   uint32_t number;
   if (!NewRecord(shard, &number)) return false;
   RecordAt(shard, number) = packed;
   SetDevice(shard, number, device);
-  shard.index[at] = (number + 1) | distance << kDistanceShift;
+  uint32_t i = Home(hash, shard.index_capacity);
+  uint32_t distance = 0;
+  for (; shard.index[i] != 0; i = Next(i, shard.index_capacity)) ++distance;
+  shard.index[i] = (number + 1) | StoredDistance(distance) | SlotTag(hash);
   ++shard.count;
   return true;
 }

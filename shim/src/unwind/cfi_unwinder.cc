@@ -270,7 +270,7 @@ void FoldFrames(WalkMemo& memo, int first, int last) {
   }
 }
 
-// Memos are 2 KiB: not in TLS, whose initial-exec part must stay small (a
+// Memos are 2.5 KiB: not in TLS, whose initial-exec part must stay small (a
 // copy of libretain.so that the Vulkan loader dlopen()s in a process without
 // LD_PRELOAD gets its TLS from glibc's small static TLS surplus). They live
 // in slots keyed by the thread's stack top, which no two live threads share:
@@ -544,7 +544,7 @@ GoEntry EntryOf(uint64_t rule) {
 }
 
 // Segments after the first: a callback's C caller, then Go again... Each
-// takes a C walk's memo (2 KiB) on the stack; a few are plenty (each needs a
+// takes a C walk's memo (2.5 KiB) on the stack; a few are plenty (each needs a
 // C -> Go -> C callback nesting).
 constexpr int kMaxSegments = 8;
 

@@ -17,6 +17,9 @@
 // stack still holds each remembered return address (and saved rbp where it
 // matters) instead of walking those frames again: ~2 ns a frame instead of
 // ~7. Exact: a frame is reused only when the walk would compute it anyway.
+// The memo also keeps, per frame, the stack hash's fold from the outermost
+// frame in (unwind/stack_hash.h): a walk that ends as the memo does gives its
+// stack's hash at the cost of folding its new frames only.
 //
 // Only the common frame layouts are handled: CFA = rsp or rbp + offset, the
 // return address at CFA - 8, the caller's rbp unchanged or saved in the frame.
