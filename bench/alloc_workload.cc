@@ -2,6 +2,10 @@
 // the shim's overhead beside other heap profilers (bench/overhead_bench.sh).
 //
 //   bench_alloc_workload [OPERATIONS_PER_THREAD=2000000] [WORK_ITERATIONS=56]
+//                        [SIZE_MIX=mixed|small]
+//
+// `8 small` is the low-work workload of bench/README.md (~50-100 ns of the
+// program's own work per allocation call, every block 1-256 bytes).
 //
 // Two threads. Each repeatedly descends through a call path 8-42 frames deep
 // (recursion over four noinline functions chosen by a deterministic PRNG,
@@ -42,6 +46,9 @@ constexpr int kPaths = 500;
 constexpr int kMaxLeaks = 1 << 16;
 
 long g_work_iterations = 56;
+// SIZE_MIX "small": every block 1-256 bytes (no large blocks, whose zeroing
+// and first touch would dominate a low-work run).
+bool g_small_sizes = false;
 
 struct Rng {
   uint64_t s;
@@ -91,6 +98,7 @@ void Touch(ThreadState& t, void* p, size_t n) {
 
 size_t SmallSize(Rng& r) {
   // Mostly small, byte-granular, with an occasional larger block.
+  if (g_small_sizes) return 1 + r.Below(256);
   uint32_t k = r.Below(100);
   if (k < 70) return 1 + r.Below(128);
   if (k < 95) return 129 + r.Below(2048);
@@ -345,6 +353,7 @@ void Run(ThreadState* t, int id, long operations) {
 int main(int argc, char** argv) {
   long operations = argc > 1 ? atol(argv[1]) : 2000000;
   if (argc > 2) g_work_iterations = atol(argv[2]);
+  if (argc > 3) g_small_sizes = strcmp(argv[3], "small") == 0;
 
   auto w0 = std::chrono::steady_clock::now();
   uint64_t x = Work(1);

@@ -8,13 +8,27 @@ namespace {
 
 constexpr uint32_t kInitialIndexCapacity = 256;
 constexpr uint32_t kInitialChunkCapacity = 16;
-constexpr uint32_t kHashBitsShift = 24;  // index slot: number + 1 in the low 24 bits
-constexpr uint32_t kNumberMask = (1u << kHashBitsShift) - 1;
+// An index slot: the record's number + 1 in bits 0-23; in bits 24-27 its
+// distance from its key's home slot, 0-14, or kFar for 15 or more; in bits
+// 28-31 four bits of the key's hash (not those that choose the shard or the
+// home). A lookup reads a record only for a slot of the same home and the
+// same four bits (about 1 in 16 of the other keys of its home); a removal
+// shifts the run back by the distances, reading a record only for a slot
+// kFar from home (rare at 3/4 load). One record touched per insert or free,
+// where 8 hash bits alone (the earlier layout) made a removal read the record
+// of every slot it considered moving.
+constexpr uint32_t kDistanceShift = 24;
+constexpr uint32_t kNumberMask = (1u << kDistanceShift) - 1;
+constexpr uint32_t kDistanceMask = 0xfu << kDistanceShift;
+constexpr uint32_t kFar = 15;
+constexpr uint32_t kTagShift = 28;
+constexpr uint32_t kTagMask = 0xfu << kTagShift;
 constexpr uint64_t kMaxSize = (uint64_t{1} << 40) - 1;
 
-// The 8 bits of the hash an index slot keeps (not the bits that choose the
-// shard or the home slot).
-uint32_t SlotHashBits(uint64_t hash) { return static_cast<uint32_t>(hash >> 40) & 0xff; }
+uint32_t SlotTag(uint64_t hash) { return (static_cast<uint32_t>(hash >> 40) & 0xfu) << kTagShift; }
+uint32_t StoredDistance(uint32_t distance) {
+  return (distance < kFar ? distance : kFar) << kDistanceShift;
+}
 
 // The index grows by half, not double, so it is between 1/2 and 3/4 full
 // (4-byte slots: 5.3 to 8 bytes per record), and any capacity maps a hash
@@ -66,11 +80,13 @@ void LiveTable::Unpack(const PackedRecord& packed, LiveRecord* out) {
 uint32_t* LiveTable::Find(const Shard& shard, uint64_t hash, uintptr_t address) {
   const uint32_t capacity = shard.index_capacity;
   if (capacity == 0) return nullptr;
-  const uint32_t bits = SlotHashBits(hash) << kHashBitsShift;
-  for (uint32_t i = Home(hash, capacity);; i = Next(i, capacity)) {
-    uint32_t slot = shard.index[i];
+  // The index is at most 3/4 full: every run ends at an empty slot.
+  const uint32_t tag = SlotTag(hash);
+  uint32_t i = Home(hash, capacity);
+  for (uint32_t distance = 0;; ++distance, i = Next(i, capacity)) {
+    const uint32_t slot = shard.index[i];
     if (slot == 0) return nullptr;
-    if ((slot & ~kNumberMask) == bits &&
+    if ((slot & ~kNumberMask) == (tag | StoredDistance(distance)) &&
         RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
       return &shard.index[i];
     }
@@ -86,9 +102,11 @@ bool LiveTable::GrowIndex(Shard& shard) {
   for (uint32_t i = 0; i < shard.index_capacity; ++i) {
     const uint32_t slot = shard.index[i];
     if (slot == 0) continue;
-    uint32_t j = Home(Hash(RecordAt(shard, (slot & kNumberMask) - 1).address), capacity);
-    while (index[j] != 0) j = Next(j, capacity);
-    index[j] = slot;
+    const uint64_t hash = Hash(RecordAt(shard, (slot & kNumberMask) - 1).address);
+    uint32_t j = Home(hash, capacity);
+    uint32_t distance = 0;
+    for (; index[j] != 0; j = Next(j, capacity)) ++distance;
+    index[j] = (slot & kNumberMask) | StoredDistance(distance) | SlotTag(hash);
   }
   UnmapPages(shard.index, sizeof(uint32_t) * shard.index_capacity);
   shard.index = index;
@@ -134,15 +152,22 @@ void LiveTable::EraseSlot(Shard& shard, uint32_t* slot) {
   shard.free_head = number + 1;
   const uint32_t capacity = shard.index_capacity;
   uint32_t hole = static_cast<uint32_t>(slot - shard.index);
-  for (uint32_t i = Next(hole, capacity); shard.index[i] != 0; i = Next(i, capacity)) {
-    const uint32_t home =
-        Home(Hash(RecordAt(shard, (shard.index[i] & kNumberMask) - 1).address), capacity);
-    // Move slot i into the hole if its home is not in (hole, i] cyclically.
-    const bool home_in_between =
-        hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
-    if (!home_in_between) {
-      shard.index[hole] = shard.index[i];
+  // `gap`: how far slot i is past the hole. Slot i moves into the hole when
+  // its home is not in (hole, i] cyclically, i.e. its distance >= gap; it is
+  // then `gap` closer to its home.
+  uint32_t gap = 1;
+  for (uint32_t i = Next(hole, capacity); shard.index[i] != 0; i = Next(i, capacity), ++gap) {
+    const uint32_t moving = shard.index[i];
+    uint32_t distance = (moving & kDistanceMask) >> kDistanceShift;
+    if (__builtin_expect(distance == kFar, 0)) {  // 15 or more: the record's home says
+      const uint32_t home =
+          Home(Hash(RecordAt(shard, (moving & kNumberMask) - 1).address), capacity);
+      distance = i >= home ? i - home : i + capacity - home;
+    }
+    if (distance >= gap) {
+      shard.index[hole] = (moving & ~kDistanceMask) | StoredDistance(distance - gap);
       hole = i;
+      gap = 0;
     }
   }
   shard.index[hole] = 0;
@@ -176,8 +201,9 @@ bool LiveTable::Place(Shard& shard, uint64_t hash, const PackedRecord& packed, u
   RecordAt(shard, number) = packed;
   SetDevice(shard, number, device);
   uint32_t i = Home(hash, shard.index_capacity);
-  while (shard.index[i] != 0) i = Next(i, shard.index_capacity);
-  shard.index[i] = (number + 1) | SlotHashBits(hash) << kHashBitsShift;
+  uint32_t distance = 0;
+  for (; shard.index[i] != 0; i = Next(i, shard.index_capacity)) ++distance;
+  shard.index[i] = (number + 1) | StoredDistance(distance) | SlotTag(hash);
   ++shard.count;
   return true;
 }

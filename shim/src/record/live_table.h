@@ -6,12 +6,14 @@
 // the thread and the birth time's high part live in the birth sequence's
 // block, see record/birth_sequence.h), in 8 KiB chunks with a free list, and finds
 // them through an open-addressing index of 4-byte slots (linear probing,
-// backward-shift deletion, no tombstones) holding the record's number and 8
-// bits of the address's hash, so a probe touches a record only when those
-// bits match. The index grows by half when 3/4 full: about 32 + 4/load
-// (load 1/2..3/4) = 37..40 bytes per live record. Everything lives in arena pages (MapPages), never
-// the host heap. When the arena refuses, the insert is dropped and counted (the table degrades, it
-// never fails the host).
+// backward-shift deletion, no tombstones) holding the record's number, 4
+// bits of the address's hash and the slot's distance from its key's home
+// slot (0-14, or "15 or more"), so a probe touches a record only for a slot
+// of the same home and hash bits, and a removal shifts the run back without
+// reading records (except for slots 15 or more from home). The index grows by half when 3/4 full:
+// about 32 + 4/load (load 1/2..3/4) = 37..40 bytes per live record. Everything lives in arena pages
+// (MapPages), never the host heap. When the arena refuses, the insert is dropped and counted (the
+// table degrades, it never fails the host).
 //
 // Thread-safe. Never allocates from the host heap, never calls out while
 // holding a shard lock, never clobbers errno. Not async-signal-safe.
@@ -138,9 +140,9 @@ class LiveTable {
     SpinLock lock;
     uint32_t count;           // live records
     uint32_t index_capacity;  // 0 before the first insert
-    uint32_t* index;          // 0 = empty, else (record number + 1) | hash bits << 24
-    uint32_t used;            // records ever handed out (live or on the free list)
-    uint32_t free_head;       // first free record's number + 1; 0 = none
+    uint32_t* index;     // 0 = empty, else (record number + 1) | distance << 24 | hash bits << 28
+    uint32_t used;       // records ever handed out (live or on the free list)
+    uint32_t free_head;  // first free record's number + 1; 0 = none
     uint32_t chunk_capacity;  // entries of `chunks`
     PackedRecord** chunks;
     uint8_t* devices;          // record number -> device id; null until one has a device

@@ -17,6 +17,7 @@
 #include "unwind/eh_frame.h"
 #include "unwind/go_runtime.h"
 #include "unwind/go_stack.h"
+#include "unwind/stack_hash.h"
 
 namespace retain::shim {
 namespace {
@@ -254,9 +255,22 @@ struct WalkMemo {
   int count;
   bool complete;  // frames[0] is the outermost frame (its rule says so)
   MemoFrame frames[kMemoFrames];
+  // fold[i]: the stack hash's fold (unwind/stack_hash.h) over frames[0..i]'s
+  // return addresses, outermost first; kept in step with frames, so a walk
+  // that ends as the memo does has its stack's hash without hashing it.
+  uint64_t fold[kMemoFrames];
 };
 
-// Memos are 2 KiB: not in TLS, whose initial-exec part must stay small (a
+// Recomputes memo.fold[first..last] from fold[first - 1].
+void FoldFrames(WalkMemo& memo, int first, int last) {
+  uint64_t state = first == 0 ? kStackHashSeed : memo.fold[first - 1];
+  for (int i = first; i <= last; ++i) {
+    state = StackHashStep(state, memo.frames[i].ip);
+    memo.fold[i] = state;
+  }
+}
+
+// Memos are 2.5 KiB: not in TLS, whose initial-exec part must stay small (a
 // copy of libretain.so that the Vulkan loader dlopen()s in a process without
 // LD_PRELOAD gets its TLS from glibc's small static TLS surplus). They live
 // in slots keyed by the thread's stack top, which no two live threads share:
@@ -403,22 +417,28 @@ class Walk {
     frames_[count_++] = memo.frames[k].ip;
     const int room = max_ - count_;
     const int stop = k > room ? k - room : 0;  // the depth limit
+    // Both reads inside [sp, stack_high): recorded by a walk of this
+    // thread's stack with these bounds, at or above this walk's sp. A saved
+    // rbp is checked only where the rest of the walk reads it (in code
+    // without frame pointers it is mostly data, and that branch is mostly
+    // not taken). Locals, not members, in the loop: it runs for every
+    // reused frame (most of a stack), so each instruction counts.
+    // __restrict: the frames written are not the memo's (the compiler
+    // cannot know, both are uintptr_t).
+    uintptr_t* __restrict out = frames_ + count_;
+    const MemoFrame* __restrict remembered = memo.frames;
     while (k > stop) {
-      const MemoFrame& from = memo.frames[k];
-      const MemoFrame& to = memo.frames[k - 1];
-      // Both reads inside [sp, stack_high): recorded by a walk of this
-      // thread's stack with these bounds, at or above this walk's sp. A
-      // saved rbp is checked only where the rest of the walk reads it (in
-      // code without frame pointers it is mostly data); else to.bp is
-      // compared with itself: no branch that depends on the frame's layout.
-      const uintptr_t slot = SlotOfStep(from.step);
-      const auto* saved_bp = slot != 0 && (to.step & kStepNeedsBp) != 0
-                                 ? reinterpret_cast<const uintptr_t*>(slot)
-                                 : &to.bp;
-      if ((reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to.ip) | (*saved_bp != to.bp)) break;
-      frames_[count_++] = to.ip;
+      const MemoFrame& to = remembered[k - 1];
+      const uintptr_t to_ip = to.ip;
+      if (reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to_ip) break;
+      if (__builtin_expect((to.step & kStepNeedsBp) != 0, 0)) {
+        const uintptr_t slot = SlotOfStep(remembered[k].step);
+        if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != to.bp) break;
+      }
+      *out++ = to_ip;
       --k;
     }
+    count_ = static_cast<int>(out - frames_);
     const bool ends = count_ == max_ || (k == 0 && memo.complete);
     if (ends && !left_memo_) {
       // Ends inside the remembered walk: the memo keeps its outer part
@@ -468,6 +488,7 @@ class Walk {
     if (kept_ > kMemoFrames) return;  // too deep to remember
     for (int i = 0; i < kept_; ++i) memo.frames[kept_ - 1 - i] = kept_frames_[i];
     MarkRbpNeeds(memo.frames, 0, kept_ - 1, false);
+    FoldFrames(memo, 0, kept_ - 1);
     memo.stack_low = low_;
     memo.stack_high = high_;
     memo.generation = g_generation.load(std::memory_order_relaxed);
@@ -486,6 +507,7 @@ class Walk {
     }
     for (int i = 0; i < kept_; ++i) memo.frames[total - 1 - i] = kept_frames_[i];
     MarkRbpNeeds(memo.frames, join + 1, total - 1, (memo.frames[join].step & kStepNeedsBp) != 0);
+    FoldFrames(memo, join + 1, total - 1);
     memo.count = total;
   }
 
@@ -522,7 +544,7 @@ GoEntry EntryOf(uint64_t rule) {
 }
 
 // Segments after the first: a callback's C caller, then Go again... Each
-// takes a C walk's memo (2 KiB) on the stack; a few are plenty (each needs a
+// takes a C walk's memo (2.5 KiB) on the stack; a few are plenty (each needs a
 // C -> Go -> C callback nesting).
 constexpr int kMaxSegments = 8;
 
@@ -557,7 +579,8 @@ __attribute__((noinline, cold)) int WalkThroughGo(uint64_t* cache, uint64_t rule
 }  // namespace
 
 int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, uintptr_t* frames,
-              int max) {
+              int max, CfiStackHash* hash) {
+  if (hash != nullptr) hash->known = false;
 #if defined(__x86_64__)
   uint64_t* cache = Cache();
   if (cache == nullptr) return -1;
@@ -583,6 +606,13 @@ int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, u
   if (__builtin_expect(walk.go_rule() != 0, 0)) {
     return WalkThroughGo(cache, walk.go_rule(), walk.go_at(), stack_low, stack_high, frames, count,
                          max);
+  }
+  // The memo now holds this walk's frames exactly when its count is the
+  // walk's, short of the depth limit (a walk cut there leaves the memo
+  // longer than itself): then its fold is this stack's.
+  if (hash != nullptr && count > 0 && count < max && memo->count == count) {
+    hash->known = true;
+    hash->value = StackHashFinish(memo->fold[count - 1], count, false);
   }
   return count;
 #else

@@ -17,6 +17,9 @@
 // stack still holds each remembered return address (and saved rbp where it
 // matters) instead of walking those frames again: ~2 ns a frame instead of
 // ~7. Exact: a frame is reused only when the walk would compute it anyway.
+// The memo also keeps, per frame, the stack hash's fold from the outermost
+// frame in (unwind/stack_hash.h): a walk that ends as the memo does gives its
+// stack's hash at the cost of folding its new frames only.
 //
 // Only the common frame layouts are handled: CFA = rsp or rbp + offset, the
 // return address at CFA - 8, the caller's rbp unchanged or saved in the frame.
@@ -69,8 +72,16 @@ inline UnwindRegisters CallerOfFrame(const uintptr_t* fp) {
 // outermost frame (an undefined return address, as _start and clone mark
 // it, or a return address of 0) or at `max`. Returns -1 when some frame
 // cannot be walked here: the caller must use another unwinder.
+// `hash`, when not null, receives StackHash(frames, count, false)
+// (unwind/stack_hash.h) when the walk could give it without hashing every
+// frame (it ended as the thread's memo of it does, below `max`); else
+// hash->known is false.
+struct CfiStackHash {
+  bool known;
+  uint64_t value;
+};
 int CfiUnwind(UnwindRegisters regs, uintptr_t stack_low, uintptr_t stack_high, uintptr_t* frames,
-              int max);
+              int max, CfiStackHash* hash = nullptr);
 
 // Forgets every cached rule. Call after an object was unloaded: another one
 // may be loaded at the same addresses.

@@ -125,7 +125,8 @@ __attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
 // passed by their rbp chain up to the first return address outside the shim,
 // which gives the registers at the hook's call site. Returns the frame count
 // (no shim frames in it), or -1 when another unwinder must take this stack.
-__attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max) {
+__attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max,
+                                           CfiStackHash* hash = nullptr) {
   EnsureStackBounds();
   const uintptr_t low = g_thread.stack_low;
   const uintptr_t high = g_thread.stack_high;
@@ -137,7 +138,7 @@ __attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max) {
     if (fp < low || fp > high - 16 || (fp & 7) != 0) return -1;  // e.g. a sigaltstack
     const auto* frame = reinterpret_cast<const uintptr_t*>(fp);
     if (frame[1] < shim_begin || frame[1] >= shim_end) {
-      return CfiUnwind(CallerOfFrame(frame), low, high, frames, max);
+      return CfiUnwind(CallerOfFrame(frame), low, high, frames, max, hash);
     }
     if (frame[0] <= fp) return -1;
     fp = frame[0];
@@ -160,12 +161,13 @@ __attribute__((noinline, cold)) int CaptureByLibunwindInGo(uintptr_t* frames, in
   return walked_count;
 }
 
-__attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max) {
+// `hash`: see CfiUnwind (known only for a CFI walk).
+__attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max, CfiStackHash* hash) {
   const UnwindMode mode = GetConfig().unwind;
   // CFI walks hold no shim frames: depth + 1 of them show a truncation.
   const int cfi_max = max - kCaptureSlack + 1;
   if (mode == UnwindMode::kCfi) {
-    int count = CaptureByCfi(frames, cfi_max);
+    int count = CaptureByCfi(frames, cfi_max, hash);
     if (count >= 0) return count;
     g_cfi_fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
@@ -230,7 +232,8 @@ void LoadEarlyUnwinder() {
 __attribute__((noinline)) uint32_t CaptureStackId() {
   uintptr_t frames[kMaxDepth + kCaptureSlack];
   const int depth = GetConfig().depth;
-  int count = CaptureRaw(frames, depth + kCaptureSlack);
+  CfiStackHash hash{false, 0};
+  int count = CaptureRaw(frames, depth + kCaptureSlack, &hash);
   // Drop the shim's own frames (hook, recorder, capture).
   const uintptr_t begin = ShimCodeBegin();
   const uintptr_t end = ShimCodeEnd();
@@ -243,6 +246,10 @@ __attribute__((noinline)) uint32_t CaptureStackId() {
   }
   bool truncated = kept > depth;
   if (truncated) kept = depth;
+  // A CFI walk that reused the thread's previous one hashed only its new
+  // frames (unwind/stack_hash.h). It holds no shim frames and was not cut.
+  if (hash.known && skip == 0 && !truncated)
+    return InternStackHashed(frames, kept, false, hash.value);
   return InternStack(frames + skip, kept, truncated);
 }
 

@@ -5,6 +5,7 @@
 
 #include "base/arena.h"
 #include "base/spin_lock.h"
+#include "unwind/stack_hash.h"
 
 namespace retain::shim {
 namespace {
@@ -26,32 +27,6 @@ std::atomic<std::atomic<uint64_t>*> g_cache;
 constexpr uint64_t kCacheIdBits = 24;
 std::atomic<uint64_t> g_table_bytes;
 std::atomic<std::atomic<StackEntry*>*> g_directory[kDirectorySize];
-
-uint64_t HashFrames(const uintptr_t* frames, int depth, bool truncated) {
-  // Four independent lanes: each step's multiply no longer waits for the
-  // previous frame's, which makes hashing a 30-frame stack about three
-  // times faster than one chain. Mixed at the end.
-  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
-  uint64_t lanes[4] = {0xcbf29ce484222325ull ^ static_cast<uint64_t>(depth),
-                       0x84222325cbf29ce4ull ^ (truncated ? 1 : 0), 0x100000001b3ull,
-                       0x27d4eb2f165667c5ull};
-  int i = 0;
-  for (; i + 4 <= depth; i += 4) {
-    for (int lane = 0; lane < 4; ++lane) {
-      uint64_t h = (lanes[lane] ^ frames[i + lane]) * kMultiplier;
-      lanes[lane] = h ^ (h >> 29);
-    }
-  }
-  for (; i < depth; ++i) {
-    uint64_t h = (lanes[i & 3] ^ frames[i]) * kMultiplier;
-    lanes[i & 3] = h ^ (h >> 29);
-  }
-  uint64_t hash = lanes[0];
-  for (int lane = 1; lane < 4; ++lane) {
-    hash = (hash ^ (lanes[lane] + 0x632be59bd9b4e019ull + (hash << 6) + (hash >> 2))) * kMultiplier;
-  }
-  return hash ^ (hash >> 31);
-}
 
 // Set when the arena refused the bucket array or the cache: from then on
 // interning fails fast (id 0) instead of taking the setup lock every time.
@@ -121,7 +96,10 @@ uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64
 }  // namespace
 
 uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
-  const uint64_t hash = HashFrames(frames, depth, truncated);
+  return InternStackHashed(frames, depth, truncated, StackHash(frames, depth, truncated));
+}
+
+uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
   std::atomic<uint64_t>* cache = Cache();
   std::atomic<uint64_t>* slot = cache != nullptr ? &cache[hash >> (64 - kCacheBits)] : nullptr;
   // The slot's word: the hash's low 40 bits (its top bits chose the slot)

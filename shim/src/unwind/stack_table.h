@@ -39,6 +39,12 @@ struct StackEntry {
 // full (the stack is then not kept; callers record id 0).
 uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated);
 
+// The same, for a caller that already has StackHash(frames, depth,
+// truncated) (unwind/stack_hash.h: the CFI walker folds it while walking).
+// `hash` must be exactly that value: a hit in the hash -> id cache is
+// trusted without comparing frames.
+uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
+
 // The entry with id `id`, or nullptr. Ids from 1 to StackCount().
 const StackEntry* FindStackById(uint32_t id);
 uint32_t StackCount();

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "tests/unit/shim/unwind/cfi_fixture.h"
+#include "unwind/stack_hash.h"
 
 extern "C" void* __libc_malloc(size_t size);
 
@@ -54,6 +55,10 @@ std::atomic<int> g_fallbacks;
 std::atomic<int> g_mismatches;
 std::atomic<long> g_frames;
 std::atomic<bool> g_have_mismatch;
+// Walks that gave their stack's hash (unwind/stack_hash.h), and those whose
+// hash was not StackHash of the frames they gave.
+std::atomic<int> g_hashed;
+std::atomic<int> g_hash_mismatches;
 Mismatch g_mismatch;
 
 // Plain TLS of the executable: initial-exec, no allocation on access.
@@ -74,8 +79,14 @@ __attribute__((noinline)) void Probe(const uintptr_t* malloc_frame) {
     ++skip;
   }
   uintptr_t by_cfi[kMaxFrames];
-  const int cfi_count = CfiUnwind(regs, t_stack_low, t_stack_high, by_cfi, kMaxFrames - skip);
+  CfiStackHash hash;
+  const int cfi_count =
+      CfiUnwind(regs, t_stack_low, t_stack_high, by_cfi, kMaxFrames - skip, &hash);
   g_probes.fetch_add(1);
+  if (cfi_count >= 0 && hash.known) {
+    g_hashed.fetch_add(1);
+    if (hash.value != StackHash(by_cfi, cfi_count, false)) g_hash_mismatches.fetch_add(1);
+  }
   if (cfi_count < 0) {
     g_fallbacks.fetch_add(1);
     return;
@@ -219,12 +230,15 @@ class CfiUnwinderTest : public ::testing::Test {
     g_mismatches = 0;
     g_frames = 0;
     g_have_mismatch = false;
+    g_hashed = 0;
+    g_hash_mismatches = 0;
   }
 
   // Every probe walked by CFI gave libunwind's frames, and at least
   // `min_probes` were walked by CFI.
   void ExpectAllMatch(int min_probes, bool fallbacks_allowed = false) {
     EXPECT_EQ(g_mismatches.load(), 0) << DescribeMismatch();
+    EXPECT_EQ(g_hash_mismatches.load(), 0);
     EXPECT_GE(g_matches.load(), min_probes);
     if (!fallbacks_allowed) {
       EXPECT_EQ(g_fallbacks.load(), 0);
@@ -378,6 +392,9 @@ TEST_F(CfiUnwinderTest, MemoUnderRandomSequences) {
   }
   Disarm();
   ExpectAllMatch(400);
+  // Most walks reuse the previous one and give their hash (checked above
+  // against StackHash of their frames).
+  EXPECT_GE(g_hashed.load(), 200);
 }
 
 // Not a test: ns per walk and per frame, CFI against unw_backtrace, from a
