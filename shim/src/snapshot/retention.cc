@@ -14,7 +14,7 @@ namespace retain::shim {
 namespace {
 
 constexpr size_t kRingSize = kMaxKeep + 1;
-KeptSnapshots g_kept;  // guarded by the writer's mutex
+constinit KeptSnapshots g_kept;  // guarded by the writer's mutex
 
 }  // namespace
 

@@ -42,7 +42,7 @@ class KeptSnapshots {
     uint32_t sequence;
     uint64_t bytes;
   };
-  Entry ring_[kMaxKeep + 1];  // one more than kept: the newest before pruning
+  Entry ring_[kMaxKeep + 1] = {};  // one more than kept: the newest before pruning
   size_t first_ = 0;
   size_t count_ = 0;
   uint64_t bytes_ = 0;
