@@ -44,6 +44,9 @@ bool KeptSnapshots::PopExcess(uint64_t keep_count, uint64_t keep_bytes, uint32_t
 
 void KeepSnapshot(uint32_t sequence, uint64_t bytes) {
   const Config& config = GetConfig();
+  // Without RETAIN_KEEP or RETAIN_KEEP_BYTES every snapshot stays, however
+  // many (the ring's own bound applies only when pruning was asked for).
+  if (config.keep_count == 0 && config.keep_bytes == 0) return;
   g_kept.Add(sequence, bytes);
   uint32_t old;
   while (g_kept.PopExcess(config.keep_count, config.keep_bytes, &old)) {
