@@ -49,17 +49,7 @@ for f in "$server" "$shim"; do
 done
 tck=$(getconf CLK_TCK)
 
-dir=$(mktemp -d)
-server_pid=
-cleanup() {  # stops the server this script started (that PID only)
-  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+source "$(dirname "${BASH_SOURCE[0]}")/server_common.sh"
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
