@@ -63,6 +63,11 @@ struct ThreadState {
   // Snapshot signals (RETAIN_SIGNAL) this thread's handler ran for, so a
   // wait they interrupted can tell and resume (hooks/wait_hooks.cc).
   uint32_t snapshot_signals;
+  // The frame (its frame-pointer address) of the function holding the
+  // outermost BusyScope, 0 when none: in a hook, the stack capture starts
+  // from there instead of passing every shim frame in between
+  // (unwind/stack_capture.cc).
+  uintptr_t hook_frame;
 };
 
 extern __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
@@ -74,8 +79,16 @@ uint32_t CurrentThreadId();
 // and by shim code that is not a hook, so what runs inside passes through.
 class BusyScope {
  public:
-  BusyScope() { ++g_thread.busy; }
-  ~BusyScope() { --g_thread.busy; }
+  // Always inlined, so the frame address is that of the function holding the
+  // scope (a hook), not the constructor's.
+  __attribute__((always_inline)) BusyScope() {
+    if (g_thread.busy++ == 0) {
+      g_thread.hook_frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    }
+  }
+  __attribute__((always_inline)) ~BusyScope() {
+    if (--g_thread.busy == 0) g_thread.hook_frame = 0;
+  }
   BusyScope(const BusyScope&) = delete;
   BusyScope& operator=(const BusyScope&) = delete;
 };

@@ -235,17 +235,6 @@ constexpr uintptr_t kStepFlags = 7;
 
 inline uintptr_t SlotOfStep(uintptr_t step) { return step & ~kStepFlags; }
 
-// Fills in kStepNeedsBp of frames[first..last] (outermost first), given
-// whether the frame outside `first` needs its rbp.
-void MarkRbpNeeds(MemoFrame* frames, int first, int last, bool outer_needs) {
-  for (int i = first; i <= last; ++i) {
-    uintptr_t& step = frames[i].step;
-    const bool needs = (step & kStepUsesBp) != 0 || (SlotOfStep(step) == 0 && outer_needs);
-    step = (step & ~kStepNeedsBp) | (needs ? kStepNeedsBp : 0);
-    outer_needs = needs;
-  }
-}
-
 // Outermost frame first, so a walk that shares the outer part rewrites only
 // the inner end.
 struct WalkMemo {
@@ -259,15 +248,32 @@ struct WalkMemo {
   // return addresses, outermost first; kept in step with frames, so a walk
   // that ends as the memo does has its stack's hash without hashing it.
   uint64_t fold[kMemoFrames];
+  // Bit i: frames[i].step has kStepNeedsBp, so a reuse tests four frames'
+  // flags with one shift and mask.
+  uint64_t needs_bp;
 };
 
-// Recomputes memo.fold[first..last] from fold[first - 1].
-void FoldFrames(WalkMemo& memo, int first, int last) {
+// Stores `kept[0..count)` (a walk's frames, innermost first) as
+// memo.frames[first..first + count) (outermost first), in one pass: each
+// frame's kStepNeedsBp and its bit of needs_bp (given whether the frame
+// outside `first` needs its rbp), and the fold of the hash over its return
+// address.
+void StoreFrames(WalkMemo& memo, int first, const MemoFrame* kept, int count, bool outer_needs) {
+  if (count == 0) return;  // (first may then be kMemoFrames)
+  uint64_t mask = memo.needs_bp & ((uint64_t{1} << first) - 1);
   uint64_t state = first == 0 ? kStackHashSeed : memo.fold[first - 1];
-  for (int i = first; i <= last; ++i) {
-    state = StackHashStep(state, memo.frames[i].ip);
-    memo.fold[i] = state;
+  for (int i = 0; i < count; ++i) {
+    MemoFrame frame = kept[count - 1 - i];
+    const bool needs =
+        (frame.step & kStepUsesBp) != 0 || (SlotOfStep(frame.step) == 0 && outer_needs);
+    frame.step = (frame.step & ~kStepNeedsBp) | (needs ? kStepNeedsBp : 0);
+    memo.frames[first + i] = frame;
+    mask |= uint64_t{needs} << (first + i);
+    state = StackHashStep(state, frame.ip);
+    memo.fold[first + i] = state;
+    outer_needs = needs;
   }
+  memo.needs_bp = mask;
 }
 
 // Memos are 2.5 KiB: not in TLS, whose initial-exec part must stay small (a
@@ -427,6 +433,29 @@ class Walk {
     // cannot know, both are uintptr_t).
     uintptr_t* __restrict out = frames_ + count_;
     const MemoFrame* __restrict remembered = memo.frames;
+    // Four frames at a time while none needs its rbp checked: their four
+    // slots are read before any is compared (each is at or above this
+    // walk's sp, so readable), one test for all four. A block that differs
+    // goes to the loop below, which finds the frame.
+    const uint64_t needs_bp = memo.needs_bp;
+    while (k - 4 >= stop) {
+      const MemoFrame* block = remembered + (k - 4);
+      const uintptr_t a = block[3].ip;
+      const uintptr_t b = block[2].ip;
+      const uintptr_t c = block[1].ip;
+      const uintptr_t d = block[0].ip;
+      const uintptr_t differ = (reinterpret_cast<const uintptr_t*>(block[3].sp)[-1] ^ a) |
+                               (reinterpret_cast<const uintptr_t*>(block[2].sp)[-1] ^ b) |
+                               (reinterpret_cast<const uintptr_t*>(block[1].sp)[-1] ^ c) |
+                               (reinterpret_cast<const uintptr_t*>(block[0].sp)[-1] ^ d);
+      if ((differ | ((needs_bp >> (k - 4)) & 0xf)) != 0) break;
+      out[0] = a;
+      out[1] = b;
+      out[2] = c;
+      out[3] = d;
+      out += 4;
+      k -= 4;
+    }
     while (k > stop) {
       const MemoFrame& to = remembered[k - 1];
       const uintptr_t to_ip = to.ip;
@@ -486,9 +515,7 @@ class Walk {
     WalkMemo& memo = *memo_;
     memo.count = 0;
     if (kept_ > kMemoFrames) return;  // too deep to remember
-    for (int i = 0; i < kept_; ++i) memo.frames[kept_ - 1 - i] = kept_frames_[i];
-    MarkRbpNeeds(memo.frames, 0, kept_ - 1, false);
-    FoldFrames(memo, 0, kept_ - 1);
+    StoreFrames(memo, 0, kept_frames_, kept_, false);
     memo.stack_low = low_;
     memo.stack_high = high_;
     memo.generation = g_generation.load(std::memory_order_relaxed);
@@ -505,9 +532,7 @@ class Walk {
       memo.count = 0;
       return;
     }
-    for (int i = 0; i < kept_; ++i) memo.frames[total - 1 - i] = kept_frames_[i];
-    MarkRbpNeeds(memo.frames, join + 1, total - 1, (memo.frames[join].step & kStepNeedsBp) != 0);
-    FoldFrames(memo, join + 1, total - 1);
+    StoreFrames(memo, join + 1, kept_frames_, kept_, (memo.needs_bp >> join) & 1);
     memo.count = total;
   }
 

@@ -123,8 +123,11 @@ __attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
 // The CFI unwinder from the hook's caller on: the shim's own frames all keep
 // frame pointers (it is built with -fno-omit-frame-pointer), so they are
 // passed by their rbp chain up to the first return address outside the shim,
-// which gives the registers at the hook's call site. Returns the frame count
-// (no shim frames in it), or -1 when another unwinder must take this stack.
+// which gives the registers at the hook's call site. The chain is taken up
+// from the hook's own frame when the guard noted it (g_thread.hook_frame, an
+// ancestor of this frame while the hook runs), which skips the recorder's
+// frames in between. Returns the frame count (no shim frames in it), or -1
+// when another unwinder must take this stack.
 __attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max,
                                            CfiStackHash* hash = nullptr) {
   EnsureStackBounds();
@@ -134,6 +137,7 @@ __attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max,
   const uintptr_t shim_end = ShimCodeEnd();
   if (shim_begin == shim_end) return -1;  // the shim's range is not known yet
   auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (const uintptr_t hook_frame = g_thread.hook_frame; hook_frame > fp) fp = hook_frame;
   for (int i = 0; i < 64; ++i) {  // the shim never nests that deep: a broken chain
     if (fp < low || fp > high - 16 || (fp & 7) != 0) return -1;  // e.g. a sigaltstack
     const auto* frame = reinterpret_cast<const uintptr_t*>(fp);
