@@ -128,8 +128,7 @@ __attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
 // ancestor of this frame while the hook runs), which skips the recorder's
 // frames in between. Returns the frame count (no shim frames in it), or -1
 // when another unwinder must take this stack.
-__attribute__((noinline)) int CaptureByCfi(uintptr_t* frames, int max,
-                                           CfiStackHash* hash = nullptr) {
+int CaptureByCfi(uintptr_t* frames, int max, CfiStackHash* hash = nullptr) {
   EnsureStackBounds();
   const uintptr_t low = g_thread.stack_low;
   const uintptr_t high = g_thread.stack_high;
@@ -166,7 +165,7 @@ __attribute__((noinline, cold)) int CaptureByLibunwindInGo(uintptr_t* frames, in
 }
 
 // `hash`: see CfiUnwind (known only for a CFI walk).
-__attribute__((noinline)) int CaptureRaw(uintptr_t* frames, int max, CfiStackHash* hash) {
+int CaptureRaw(uintptr_t* frames, int max, CfiStackHash* hash) {
   const UnwindMode mode = GetConfig().unwind;
   // CFI walks hold no shim frames: depth + 1 of them show a truncation.
   const int cfi_max = max - kCaptureSlack + 1;
