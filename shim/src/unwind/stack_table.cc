@@ -21,8 +21,9 @@ std::atomic<std::atomic<StackEntry*>*> g_buckets;
 SpinLock g_bucket_setup_lock;
 SpinLock g_locks[kLockCount];
 std::atomic<uint32_t> g_next_id{1};
-// The hash -> id cache (unwind/stack_table.h): a word per slot, 0 = empty.
-constexpr int kCacheBits = 16;
+// The hash -> id cache (unwind/stack_table.h): sets of kCacheWays words, 0 = empty.
+constexpr int kCacheBits = 14;  // 16,384 words in sets of a cache line
+constexpr int kCacheWays = 8;
 std::atomic<std::atomic<uint64_t>*> g_cache;
 constexpr uint64_t kCacheIdBits = 24;
 std::atomic<uint64_t> g_table_bytes;
@@ -101,19 +102,25 @@ uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
 
 uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
   std::atomic<uint64_t>* cache = Cache();
-  std::atomic<uint64_t>* slot = cache != nullptr ? &cache[hash >> (64 - kCacheBits)] : nullptr;
-  // The slot's word: the hash's low 40 bits (its top bits chose the slot)
-  // over the id.
+  // The set: one cache line of kCacheWays words, chosen by the hash's top
+  // bits; a word holds the hash's low 40 bits over the id.
+  std::atomic<uint64_t>* set =
+      cache != nullptr ? &cache[(hash >> (64 - kCacheBits + 3)) * kCacheWays] : nullptr;
   const uint64_t tag = hash << kCacheIdBits;
-  if (slot != nullptr) {
-    const uint64_t word = slot->load(std::memory_order_relaxed);
-    if (word != 0 && (word & ~((uint64_t{1} << kCacheIdBits) - 1)) == tag) {
-      return static_cast<uint32_t>(word & ((uint64_t{1} << kCacheIdBits) - 1));
+  constexpr uint64_t kIdMask = (uint64_t{1} << kCacheIdBits) - 1;
+  if (set != nullptr) {
+    for (int way = 0; way < kCacheWays; ++way) {
+      const uint64_t word = set[way].load(std::memory_order_relaxed);
+      if (word == 0) break;  // ways fill in order: the rest are empty
+      if ((word & ~kIdMask) == tag) return static_cast<uint32_t>(word & kIdMask);
     }
   }
   const uint32_t id = InternShared(frames, depth, truncated, hash);
-  if (slot != nullptr && id != 0 && id < (1u << kCacheIdBits)) {
-    slot->store(tag | id, std::memory_order_relaxed);
+  if (set != nullptr && id != 0 && id < (1u << kCacheIdBits)) {
+    int way = 0;
+    while (way < kCacheWays && set[way].load(std::memory_order_relaxed) != 0) ++way;
+    if (way == kCacheWays) way = static_cast<int>(hash >> 24) & (kCacheWays - 1);
+    set[way].store(tag | id, std::memory_order_relaxed);
   }
   return id;
 }

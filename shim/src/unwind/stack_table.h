@@ -7,14 +7,18 @@
 // dense from 1, so the snapshot writer can address them through a two-level
 // directory. Entries live in the arena and are never freed.
 //
-// In front of it, a lock-free cache of 2^16 words (512 KiB) maps a stack's
-// hash to its id in one load: 24 bits of id and 40 more bits of the hash
-// than the slot's index fixes. A hit costs one memory access and no frame
-// comparison; that trusts 56 bits of a 64-bit hash, a deliberate trade: two
-// different stacks are confused with probability about 2^-56 per pair (for
-// a process with a million distinct stacks, about one chance in 150,000
-// over its life). A miss takes the exact path (chains, full comparison)
-// and fills the slot.
+// In front of it, a lock-free cache of 2^14 words (128 KiB) maps a stack's
+// hash to its id: sets of 8 words, one cache line each, chosen by 11 bits of
+// the hash; a word holds 24 bits of id and 40 other bits of the hash. A hit
+// costs one cache line and no frame comparison; that trusts 51 bits of a
+// 64-bit hash, a deliberate trade: two different stacks are confused with
+// probability about 2^-51 per pair (for a process with 10,000 distinct
+// stacks, about one chance in 45 million; with a million, one in 4,500 over
+// its life). A miss takes the exact path (chains, full comparison) and fills
+// an empty word of the set, else one the hash chooses. Small on purpose: a
+// set per line keeps the few thousand stacks a server repeats within 128 KiB
+// of cache lines, where one word per line over 512 KiB missed the CPU's
+// cache on nearly every capture.
 //
 // Thread-safe. Never allocates from the host heap. Not async-signal-safe.
 #ifndef RETAIN_SHIM_SRC_UNWIND_STACK_TABLE_H_
