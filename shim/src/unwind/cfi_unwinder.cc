@@ -242,19 +242,26 @@ struct WalkMemo {
   uintptr_t stack_high;
   uint64_t generation;
   int count;
-  bool complete;  // frames[0] is the outermost frame (its rule says so)
-  MemoFrame frames[kMemoFrames];
-  // fold[i]: the stack hash's fold (unwind/stack_hash.h) over frames[0..i]'s
-  // return addresses, outermost first; kept in step with frames, so a walk
-  // that ends as the memo does has its stack's hash without hashing it.
+  bool complete;  // frame 0 is the outermost frame (its rule says so)
+  // Frame i's MemoFrame fields, one array each: a reuse reads only ip and
+  // sp of four frames at a time, from two lines instead of four.
+  uintptr_t ip[kMemoFrames];
+  uintptr_t sp[kMemoFrames];
+  uintptr_t bp[kMemoFrames];
+  uintptr_t step[kMemoFrames];
+  // fold[i]: the stack hash's fold (unwind/stack_hash.h) over frames 0..i's
+  // return addresses, outermost first; kept in step with the frames, so a
+  // walk that ends as the memo does has its stack's hash without hashing it.
   uint64_t fold[kMemoFrames];
-  // Bit i: frames[i].step has kStepNeedsBp, so a reuse tests four frames'
-  // flags with one shift and mask.
+  // Bit i: step[i] has kStepNeedsBp, so a reuse tests four frames' flags
+  // with one shift and mask.
   uint64_t needs_bp;
+
+  MemoFrame Frame(int i) const { return {ip[i], sp[i], bp[i], step[i]}; }
 };
 
 // Stores `kept[0..count)` (a walk's frames, innermost first) as
-// memo.frames[first..first + count) (outermost first), in one pass: each
+// memo frames first..first + count (outermost first), in one pass: each
 // frame's kStepNeedsBp and its bit of needs_bp (given whether the frame
 // outside `first` needs its rbp), and the fold of the hash over its return
 // address.
@@ -267,7 +274,10 @@ void StoreFrames(WalkMemo& memo, int first, const MemoFrame* kept, int count, bo
     const bool needs =
         (frame.step & kStepUsesBp) != 0 || (SlotOfStep(frame.step) == 0 && outer_needs);
     frame.step = (frame.step & ~kStepNeedsBp) | (needs ? kStepNeedsBp : 0);
-    memo.frames[first + i] = frame;
+    memo.ip[first + i] = frame.ip;
+    memo.sp[first + i] = frame.sp;
+    memo.bp[first + i] = frame.bp;
+    memo.step[first + i] = frame.step;
     mask |= uint64_t{needs} << (first + i);
     state = StackHashStep(state, frame.ip);
     memo.fold[first + i] = state;
@@ -348,17 +358,16 @@ class Walk {
       if (ip < kLowestIp) break;
       bool emitted = false;
       if (join >= 0) {
-        while (join >= 0 && memo.frames[join].sp < sp) --join;
-        if (join >= 0 && memo.frames[join].sp == sp && memo.frames[join].ip == ip &&
-            ((memo.frames[join].step & kStepNeedsBp) == 0 || memo.frames[join].bp == bp)) {
+        while (join >= 0 && memo.sp[join] < sp) --join;
+        if (join >= 0 && memo.sp[join] == sp && memo.ip[join] == ip &&
+            ((memo.step[join] & kStepNeedsBp) == 0 || memo.bp[join] == bp)) {
           if (Reuse(join, bp)) return count_;
           // A slot changed above the last frame reused, or the remembered
           // walk ended at its own depth limit: go on from that frame. The
           // walk may meet the remembered one again further out (two paths
           // that differ in the middle).
-          const MemoFrame& last = memo.frames[reused_last_];
-          ip = last.ip;
-          sp = last.sp;
+          ip = memo.ip[reused_last_];
+          sp = memo.sp[reused_last_];
           bp = resume_bp_;
           join = reused_last_ - 1;
           emitted = true;
@@ -411,7 +420,7 @@ class Walk {
   UnwindRegisters go_at() const { return go_at_; }
 
  private:
-  // This walk is at memo_->frames[join]: emits the remembered frames from
+  // This walk is at memo frame `join`: emits the remembered frames from
   // there outwards while the stack still holds what they were read from.
   // Returns true when that finished the walk (and updated the memo); else
   // the walk goes on from frames[reused_last_], already emitted.
@@ -420,7 +429,7 @@ class Walk {
   bool Reuse(int join, uintptr_t bp) {
     const WalkMemo& memo = *memo_;
     int k = join;
-    frames_[count_++] = memo.frames[k].ip;
+    frames_[count_++] = memo.ip[k];
     const int room = max_ - count_;
     const int stop = k > room ? k - room : 0;  // the depth limit
     // Both reads inside [sp, stack_high): recorded by a walk of this
@@ -432,37 +441,33 @@ class Walk {
     // __restrict: the frames written are not the memo's (the compiler
     // cannot know, both are uintptr_t).
     uintptr_t* __restrict out = frames_ + count_;
-    const MemoFrame* __restrict remembered = memo.frames;
+    const uintptr_t* __restrict ips = memo.ip;
+    const uintptr_t* __restrict sps = memo.sp;
     // Four frames at a time while none needs its rbp checked: their four
     // slots are read before any is compared (each is at or above this
     // walk's sp, so readable), one test for all four. A block that differs
     // goes to the loop below, which finds the frame.
     const uint64_t needs_bp = memo.needs_bp;
     while (k - 4 >= stop) {
-      const MemoFrame* block = remembered + (k - 4);
-      const uintptr_t a = block[3].ip;
-      const uintptr_t b = block[2].ip;
-      const uintptr_t c = block[1].ip;
-      const uintptr_t d = block[0].ip;
-      const uintptr_t differ = (reinterpret_cast<const uintptr_t*>(block[3].sp)[-1] ^ a) |
-                               (reinterpret_cast<const uintptr_t*>(block[2].sp)[-1] ^ b) |
-                               (reinterpret_cast<const uintptr_t*>(block[1].sp)[-1] ^ c) |
-                               (reinterpret_cast<const uintptr_t*>(block[0].sp)[-1] ^ d);
-      if ((differ | ((needs_bp >> (k - 4)) & 0xf)) != 0) break;
-      out[0] = a;
-      out[1] = b;
-      out[2] = c;
-      out[3] = d;
+      const int b = k - 4;
+      const uintptr_t differ = (reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1] ^ ips[b + 3]) |
+                               (reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1] ^ ips[b + 2]) |
+                               (reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1] ^ ips[b + 1]) |
+                               (reinterpret_cast<const uintptr_t*>(sps[b])[-1] ^ ips[b]);
+      if ((differ | ((needs_bp >> b) & 0xf)) != 0) break;
+      out[0] = ips[b + 3];
+      out[1] = ips[b + 2];
+      out[2] = ips[b + 1];
+      out[3] = ips[b];
       out += 4;
-      k -= 4;
+      k = b;
     }
     while (k > stop) {
-      const MemoFrame& to = remembered[k - 1];
-      const uintptr_t to_ip = to.ip;
-      if (reinterpret_cast<const uintptr_t*>(to.sp)[-1] != to_ip) break;
-      if (__builtin_expect((to.step & kStepNeedsBp) != 0, 0)) {
-        const uintptr_t slot = SlotOfStep(remembered[k].step);
-        if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != to.bp) break;
+      const uintptr_t to_ip = ips[k - 1];
+      if (reinterpret_cast<const uintptr_t*>(sps[k - 1])[-1] != to_ip) break;
+      if (__builtin_expect(((needs_bp >> (k - 1)) & 1) != 0, 0)) {
+        const uintptr_t slot = SlotOfStep(memo.step[k]);
+        if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != memo.bp[k - 1]) break;
       }
       *out++ = to_ip;
       --k;
@@ -481,7 +486,7 @@ class Walk {
     // on they may be read): the slots the steps reload rbp from are read
     // again (the same addresses: the steps up to k were checked).
     for (int i = join; i > k; --i) {
-      MemoFrame frame = memo.frames[i];
+      MemoFrame frame = memo.Frame(i);
       frame.bp = bp;
       Keep(frame);
       const uintptr_t slot = SlotOfStep(frame.step);
@@ -491,7 +496,7 @@ class Walk {
       // The walk left the memo before and met it again: remember it whole.
       // Frame k is the outermost one, or one whose step was not taken.
       const bool complete = k == 0 && memo.complete;
-      Keep({memo.frames[k].ip, memo.frames[k].sp, bp, complete ? 0 : kStepUsesBp});
+      Keep({memo.ip[k], memo.sp[k], bp, complete ? 0 : kStepUsesBp});
       Remember(complete);
       return true;
     }
