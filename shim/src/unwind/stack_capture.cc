@@ -67,8 +67,7 @@ std::atomic<uint64_t> g_cfi_fallbacks;
 // one more to know the stack was cut.
 constexpr int kCaptureSlack = 12;
 
-void EnsureStackBounds() {
-  if (g_thread.stack_high != 0) return;
+__attribute__((noinline, cold)) void ReadStackBounds() {
   pthread_attr_t attr;
   if (pthread_getattr_np(pthread_self(), &attr) != 0) {
     g_thread.stack_high = 1;  // unknown: frame-pointer walks are refused
@@ -80,6 +79,10 @@ void EnsureStackBounds() {
   pthread_attr_destroy(&attr);
   g_thread.stack_low = reinterpret_cast<uintptr_t>(low);
   g_thread.stack_high = g_thread.stack_low + size;
+}
+
+inline void EnsureStackBounds() {
+  if (__builtin_expect(g_thread.stack_high == 0, 0)) ReadStackBounds();
 }
 
 // Walks saved frame pointers from this function's frame. Returns the frame
