@@ -6,6 +6,9 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <atomic>
 #include <cerrno>
@@ -448,19 +451,46 @@ class Walk {
     // walk's sp, so readable), one test for all four. A block that differs
     // goes to the loop below, which finds the frame.
     const uint64_t needs_bp = memo.needs_bp;
-    while (k - 4 >= stop) {
-      const int b = k - 4;
-      const uintptr_t differ = (reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1] ^ ips[b + 3]) |
-                               (reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1] ^ ips[b + 2]) |
-                               (reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1] ^ ips[b + 1]) |
-                               (reinterpret_cast<const uintptr_t*>(sps[b])[-1] ^ ips[b]);
-      if ((differ | ((needs_bp >> b) & 0xf)) != 0) break;
-      out[0] = ips[b + 3];
-      out[1] = ips[b + 2];
-      out[2] = ips[b + 1];
-      out[3] = ips[b];
-      out += 4;
-      k = b;
+    const uint64_t below_k = k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1;
+    if ((needs_bp & below_k & ~((uint64_t{1} << stop) - 1)) == 0) {
+      // No frame of the range needs its rbp: the test is the slots alone.
+#if defined(__SSE2__)
+      const __m128i zero = _mm_setzero_si128();
+      while (k - 4 >= stop) {
+        const int b = k - 4;
+        const __m128i low_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b));
+        const __m128i high_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b + 2));
+        const __m128i low_slots =
+            _mm_set_epi64x(static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1]),
+                           static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b])[-1]));
+        const __m128i high_slots = _mm_set_epi64x(
+            static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1]),
+            static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1]));
+        const __m128i differ =
+            _mm_or_si128(_mm_xor_si128(low_slots, low_ips), _mm_xor_si128(high_slots, high_ips));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi8(differ, zero)) != 0xffff) break;
+        // Innermost first: ips[b + 3], ips[b + 2], ips[b + 1], ips[b].
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_shuffle_epi32(high_ips, 0x4e));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2), _mm_shuffle_epi32(low_ips, 0x4e));
+        out += 4;
+        k = b;
+      }
+#endif
+    } else {
+      while (k - 4 >= stop) {
+        const int b = k - 4;
+        const uintptr_t differ = (reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1] ^ ips[b + 3]) |
+                                 (reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1] ^ ips[b + 2]) |
+                                 (reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1] ^ ips[b + 1]) |
+                                 (reinterpret_cast<const uintptr_t*>(sps[b])[-1] ^ ips[b]);
+        if ((differ | ((needs_bp >> b) & 0xf)) != 0) break;
+        out[0] = ips[b + 3];
+        out[1] = ips[b + 2];
+        out[2] = ips[b + 1];
+        out[3] = ips[b];
+        out += 4;
+        k = b;
+      }
     }
     while (k > stop) {
       const uintptr_t to_ip = ips[k - 1];
