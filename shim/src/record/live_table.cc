@@ -111,6 +111,9 @@ bool LiveTable::GrowIndex(Shard& shard) {
   UnmapPages(shard.index, sizeof(uint32_t) * shard.index_capacity);
   shard.index = index;
   shard.index_capacity = capacity;
+  // (count + 1) * 4 > capacity * 3, the check before an insert, is
+  // count >= floor(capacity * 3 / 4).
+  shard.grow_at = static_cast<uint32_t>(uint64_t{capacity} * 3 / 4);
   return true;
 }
 
@@ -219,6 +222,23 @@ uint16_t LiveTable::TimeOffset(const LiveRecord& record) const {
   return units > base ? static_cast<uint16_t>(units - base) : 0;
 }
 
+__attribute__((noinline)) bool LiveTable::InsertSlow(Shard& shard, uint64_t hash,
+                                                     const PackedRecord& packed, uint8_t device) {
+  if (uint32_t* stale = Find(shard, hash, packed.address)) {
+    __atomic_fetch_add(&missed_frees_, 1, __ATOMIC_RELAXED);
+    const PackedRecord& old = RecordAt(shard, (*stale & kNumberMask) - 1);
+    const uint64_t old_size = old.size_word & kMaxSize;
+    KindCounters& stale_counters =
+        shard.counters[KindIndex(static_cast<Kind>((old.size_word >> 56) & 0x3f))];
+    stale_counters.freed_bytes += old_size;
+    stale_counters.freed_count += 1;
+    stale_counters.live_bytes -= old_size;
+    stale_counters.live_count -= 1;
+    EraseSlot(shard, stale);
+  }
+  return Place(shard, hash, packed, device);
+}
+
 bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
   if (record.size > kMaxSize) record.size = kMaxSize;  // as packed, so counters agree
   if (__builtin_expect(births_ != &births, 0))
@@ -231,19 +251,43 @@ bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
   KindCounters& counters = shard.counters[KindIndex(record.kind)];
   counters.allocated_bytes += record.size;
   counters.allocated_count += 1;
-  if (uint32_t* stale = Find(shard, hash, record.address)) {
-    __atomic_fetch_add(&missed_frees_, 1, __ATOMIC_RELAXED);
-    const PackedRecord& old = RecordAt(shard, (*stale & kNumberMask) - 1);
-    const uint64_t old_size = old.size_word & kMaxSize;
-    KindCounters& stale_counters =
-        shard.counters[KindIndex(static_cast<Kind>((old.size_word >> 56) & 0x3f))];
-    stale_counters.freed_bytes += old_size;
-    stale_counters.freed_count += 1;
-    stale_counters.live_bytes -= old_size;
-    stale_counters.live_count -= 1;
-    EraseSlot(shard, stale);
+  const PackedRecord packed = Pack(record, time_offset);
+  bool placed;
+  if (__builtin_expect(shard.count >= shard.grow_at, 0)) {
+    placed = InsertSlow(shard, hash, packed, record.device);
+  } else {
+    // One probe of the home's run: a record already at the address (a free
+    // the shim missed) is found on the way to the run's end, where the new
+    // one goes; the index need not grow (count < grow_at).
+    const uint32_t capacity = shard.index_capacity;
+    uint32_t* const index = shard.index;
+    const uint32_t tag = SlotTag(hash);
+    uint32_t i = Home(hash, capacity);
+    uint32_t distance = 0;
+    bool stale = false;
+    for (;; ++distance, i = Next(i, capacity)) {
+      const uint32_t slot = index[i];
+      if (slot == 0) break;
+      if ((slot & ~kNumberMask) == (tag | StoredDistance(distance)) &&
+          RecordAt(shard, (slot & kNumberMask) - 1).address == record.address) {
+        stale = true;
+        break;
+      }
+    }
+    if (__builtin_expect(stale, 0)) {
+      placed = InsertSlow(shard, hash, packed, record.device);
+    } else {
+      uint32_t number;
+      placed = NewRecord(shard, &number);
+      if (placed) {
+        RecordAt(shard, number) = packed;
+        SetDevice(shard, number, record.device);
+        index[i] = (number + 1) | StoredDistance(distance) | tag;
+        ++shard.count;
+      }
+    }
   }
-  if (!Place(shard, hash, Pack(record, time_offset), record.device)) {
+  if (!placed) {
     __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&dropped_bytes_, record.size, __ATOMIC_RELAXED);
     return false;
@@ -422,6 +466,7 @@ void LiveTable::DiscardInChild() {
     shard.device_capacity = 0;
     shard.count = 0;
     shard.index_capacity = 0;
+    shard.grow_at = 0;
     shard.index = nullptr;
     shard.used = 0;
     shard.free_head = 0;

@@ -140,6 +140,9 @@ class LiveTable {
     SpinLock lock;
     uint32_t count;           // live records
     uint32_t index_capacity;  // 0 before the first insert
+    // 3/4 of index_capacity: an insert at this count grows the index first
+    // (0 before the first insert, so that one makes the index).
+    uint32_t grow_at;
     uint32_t* index;     // 0 = empty, else (record number + 1) | distance << 24 | hash bits << 28
     uint32_t used;       // records ever handed out (live or on the free list)
     uint32_t free_head;  // first free record's number + 1; 0 = none
@@ -158,6 +161,9 @@ class LiveTable {
   // Index slot holding `address`, or nullptr.
   static uint32_t* Find(const Shard& shard, uint64_t hash, uintptr_t address);
   static bool GrowIndex(Shard& shard);
+  // Insert's rare cases, out of line: the index must grow first (or does
+  // not exist yet), or a record is at the address already.
+  bool InsertSlow(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
   static bool NewRecord(Shard& shard, uint32_t* number);
   static void EraseSlot(Shard& shard, uint32_t* slot);
   // Adds a record with `device` (0: none), making room first; false when
