@@ -277,11 +277,21 @@ bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
     if (__builtin_expect(stale, 0)) {
       placed = InsertSlow(shard, hash, packed, record.device);
     } else {
-      uint32_t number;
-      placed = NewRecord(shard, &number);
+      // The free list's head (most inserts after the first frees) without
+      // a call; NewRecord for the rest.
+      uint32_t number = shard.free_head - 1;
+      if (__builtin_expect(shard.free_head != 0, 1)) {
+        shard.free_head = static_cast<uint32_t>(RecordAt(shard, number).size_word);
+        placed = true;
+      } else {
+        placed = NewRecord(shard, &number);
+      }
       if (placed) {
         RecordAt(shard, number) = packed;
-        SetDevice(shard, number, record.device);
+        // The heap's records have no device and no column: nothing to do.
+        if (__builtin_expect(number < shard.device_capacity || record.device != 0, 0)) {
+          SetDevice(shard, number, record.device);
+        }
         index[i] = (number + 1) | StoredDistance(distance) | tag;
         ++shard.count;
       }
