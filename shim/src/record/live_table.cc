@@ -77,20 +77,62 @@ void LiveTable::Unpack(const PackedRecord& packed, LiveRecord* out) {
   out->birth_time_us = 0;
 }
 
-uint32_t* LiveTable::Find(const Shard& shard, uint64_t hash, uintptr_t address) {
+__attribute__((always_inline)) inline uint32_t* LiveTable::Probe(const Shard& shard, uint64_t hash,
+                                                                 uintptr_t address, uint32_t** end,
+                                                                 uint32_t* end_distance) {
   const uint32_t capacity = shard.index_capacity;
-  if (capacity == 0) return nullptr;
+  uint32_t* const index = shard.index;
+  const uint32_t home = Home(hash, capacity);
+  // Distances 0-14 before the index's end (nearly every probe): a slot's
+  // stored distance is exact there and the next slot is the one after, so
+  // a slot of this home and hash bits is one compare with `want`.
+  uint32_t* const stop = index + (capacity - home > kFar ? home + kFar : capacity);
+  uint32_t want = SlotTag(hash);
+  uint32_t* p = index + home;
+  for (; p != stop; ++p, want += 1u << kDistanceShift) {
+    const uint32_t slot = *p;
+    if (slot == 0) {
+      *end = p;
+      *end_distance = static_cast<uint32_t>(p - (index + home));
+      return nullptr;
+    }
+    if ((slot & ~kNumberMask) == want &&
+        RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
+      return p;
+    }
+  }
+  const auto i = static_cast<uint32_t>(p - index);
+  return ProbeFrom(shard, hash, address, i, i - home, end, end_distance);
+}
+
+__attribute__((noinline)) uint32_t* LiveTable::ProbeFrom(const Shard& shard, uint64_t hash,
+                                                         uintptr_t address, uint32_t i,
+                                                         uint32_t distance, uint32_t** end,
+                                                         uint32_t* end_distance) {
   // The index is at most 3/4 full: every run ends at an empty slot.
+  const uint32_t capacity = shard.index_capacity;
   const uint32_t tag = SlotTag(hash);
-  uint32_t i = Home(hash, capacity);
-  for (uint32_t distance = 0;; ++distance, i = Next(i, capacity)) {
+  if (i == capacity) i = 0;
+  for (;; ++distance, i = Next(i, capacity)) {
     const uint32_t slot = shard.index[i];
-    if (slot == 0) return nullptr;
+    if (slot == 0) {
+      *end = &shard.index[i];
+      *end_distance = distance;
+      return nullptr;
+    }
     if ((slot & ~kNumberMask) == (tag | StoredDistance(distance)) &&
         RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
       return &shard.index[i];
     }
   }
+}
+
+__attribute__((always_inline)) inline uint32_t* LiveTable::Find(const Shard& shard, uint64_t hash,
+                                                                uintptr_t address) {
+  if (shard.index_capacity == 0) return nullptr;
+  uint32_t* end;
+  uint32_t end_distance;
+  return Probe(shard, hash, address, &end, &end_distance);
 }
 
 bool LiveTable::GrowIndex(Shard& shard) {
@@ -144,7 +186,7 @@ bool LiveTable::NewRecord(Shard& shard, uint32_t* number) {
   return true;
 }
 
-void LiveTable::EraseSlot(Shard& shard, uint32_t* slot) {
+__attribute__((always_inline)) inline void LiveTable::EraseSlot(Shard& shard, uint32_t* slot) {
   // Free the record, then backward-shift deletion in the index: pull later
   // members of the probe run into the hole so lookups never need
   // tombstones.
@@ -153,27 +195,38 @@ void LiveTable::EraseSlot(Shard& shard, uint32_t* slot) {
   record.address = 0;
   record.size_word = shard.free_head;
   shard.free_head = number + 1;
-  const uint32_t capacity = shard.index_capacity;
-  uint32_t hole = static_cast<uint32_t>(slot - shard.index);
-  // `gap`: how far slot i is past the hole. Slot i moves into the hole when
-  // its home is not in (hole, i] cyclically, i.e. its distance >= gap; it is
-  // then `gap` closer to its home.
-  uint32_t gap = 1;
-  for (uint32_t i = Next(hole, capacity); shard.index[i] != 0; i = Next(i, capacity), ++gap) {
-    const uint32_t moving = shard.index[i];
-    uint32_t distance = (moving & kDistanceMask) >> kDistanceShift;
-    if (__builtin_expect(distance == kFar, 0)) {  // 15 or more: the record's home says
+  uint32_t* const index = shard.index;
+  uint32_t* const last = index + shard.index_capacity;
+  uint32_t* hole = slot;
+  // `gap`: how far slot p is past the hole, kept shifted as a slot keeps
+  // its distance (64 bits: a run may be longer than 15). Slot p moves into
+  // the hole when its home is not in (hole, p] cyclically, i.e. its
+  // distance >= gap; it is then `gap` closer to its home, which for a
+  // distance below kFar is a subtraction of the shifted gap.
+  uint64_t gap = uint64_t{1} << kDistanceShift;
+  uint32_t* p = slot + 1 == last ? index : slot + 1;
+  for (uint32_t moving; (moving = *p) != 0; gap += uint64_t{1} << kDistanceShift) {
+    const uint32_t distance = moving & kDistanceMask;
+    if (__builtin_expect(distance == kDistanceMask, 0)) {  // 15 or more: the record's home says
+      const uint32_t capacity = shard.index_capacity;
+      const auto i = static_cast<uint32_t>(p - index);
       const uint32_t home =
           Home(Hash(RecordAt(shard, (moving & kNumberMask) - 1).address), capacity);
-      distance = i >= home ? i - home : i + capacity - home;
-    }
-    if (distance >= gap) {
-      shard.index[hole] = (moving & ~kDistanceMask) | StoredDistance(distance - gap);
-      hole = i;
+      const uint32_t far = i >= home ? i - home : i + capacity - home;
+      const uint64_t slots = gap >> kDistanceShift;
+      if (far >= slots) {
+        *hole = (moving & ~kDistanceMask) | StoredDistance(static_cast<uint32_t>(far - slots));
+        hole = p;
+        gap = 0;
+      }
+    } else if (distance >= gap) {
+      *hole = moving - static_cast<uint32_t>(gap);
+      hole = p;
       gap = 0;
     }
+    if (++p == last) p = index;
   }
-  shard.index[hole] = 0;
+  *hole = 0;
   --shard.count;
 }
 
@@ -259,21 +312,9 @@ bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
     // One probe of the home's run: a record already at the address (a free
     // the shim missed) is found on the way to the run's end, where the new
     // one goes; the index need not grow (count < grow_at).
-    const uint32_t capacity = shard.index_capacity;
-    uint32_t* const index = shard.index;
-    const uint32_t tag = SlotTag(hash);
-    uint32_t i = Home(hash, capacity);
-    uint32_t distance = 0;
-    bool stale = false;
-    for (;; ++distance, i = Next(i, capacity)) {
-      const uint32_t slot = index[i];
-      if (slot == 0) break;
-      if ((slot & ~kNumberMask) == (tag | StoredDistance(distance)) &&
-          RecordAt(shard, (slot & kNumberMask) - 1).address == record.address) {
-        stale = true;
-        break;
-      }
-    }
+    uint32_t* end;
+    uint32_t distance;
+    const bool stale = Probe(shard, hash, record.address, &end, &distance) != nullptr;
     if (__builtin_expect(stale, 0)) {
       placed = InsertSlow(shard, hash, packed, record.device);
     } else {
@@ -292,7 +333,7 @@ bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
         if (__builtin_expect(number < shard.device_capacity || record.device != 0, 0)) {
           SetDevice(shard, number, record.device);
         }
-        index[i] = (number + 1) | StoredDistance(distance) | tag;
+        *end = (number + 1) | StoredDistance(distance) | SlotTag(hash);
         ++shard.count;
       }
     }
