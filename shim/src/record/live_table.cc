@@ -30,6 +30,22 @@ uint32_t StoredDistance(uint32_t distance) {
   return (distance < kFar ? distance : kFar) << kDistanceShift;
 }
 
+// KindIndex by a load: the counter index of every Kind value (a byte), where
+// KindIndex searches the kinds on each call.
+struct CounterIndexTable {
+  uint8_t of[256];
+};
+constexpr CounterIndexTable MakeCounterIndexTable() {
+  CounterIndexTable table{};
+  for (int value = 0; value < 256; ++value) {
+    table.of[value] = static_cast<uint8_t>(KindIndex(static_cast<Kind>(value)));
+  }
+  return table;
+}
+constexpr CounterIndexTable kCounterIndex = MakeCounterIndexTable();
+static_assert(kKindCount <= 256);
+int CounterIndex(Kind kind) { return kCounterIndex.of[static_cast<uint8_t>(kind)]; }
+
 // The index grows by half, not double, so it is between 1/2 and 3/4 full
 // (4-byte slots: 5.3 to 8 bytes per record), and any capacity maps a hash
 // to a home slot with a multiply (Lemire's reduction) instead of a mask.
@@ -282,7 +298,7 @@ __attribute__((noinline)) bool LiveTable::InsertSlow(Shard& shard, uint64_t hash
     const PackedRecord& old = RecordAt(shard, (*stale & kNumberMask) - 1);
     const uint64_t old_size = old.size_word & kMaxSize;
     KindCounters& stale_counters =
-        shard.counters[KindIndex(static_cast<Kind>((old.size_word >> 56) & 0x3f))];
+        shard.counters[CounterIndex(static_cast<Kind>((old.size_word >> 56) & 0x3f))];
     stale_counters.freed_bytes += old_size;
     stale_counters.freed_count += 1;
     stale_counters.live_bytes -= old_size;
@@ -301,7 +317,7 @@ bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
   SpinLockHolder hold(shard.lock);
   uint16_t time_offset;
   record.birth_sequence = births.Take(record.thread_id, record.birth_time_us, &time_offset);
-  KindCounters& counters = shard.counters[KindIndex(record.kind)];
+  KindCounters& counters = shard.counters[CounterIndex(record.kind)];
   counters.allocated_bytes += record.size;
   counters.allocated_count += 1;
   const PackedRecord packed = Pack(record, time_offset);
@@ -357,7 +373,7 @@ bool LiveTable::Remove(uintptr_t address) {
   const PackedRecord& record = RecordAt(shard, (*slot & kNumberMask) - 1);
   const uint64_t size = record.size_word & kMaxSize;
   KindCounters& counters =
-      shard.counters[KindIndex(static_cast<Kind>((record.size_word >> 56) & 0x3f))];
+      shard.counters[CounterIndex(static_cast<Kind>((record.size_word >> 56) & 0x3f))];
   counters.live_bytes -= size;
   counters.live_count -= 1;
   counters.freed_bytes += size;
@@ -379,7 +395,7 @@ bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
     Unpack(record, out);
     out->device = DeviceAt(shard, number);
     time_offset = static_cast<uint16_t>(record.sequence_word >> 48);
-    KindCounters& counters = shard.counters[KindIndex(out->kind)];
+    KindCounters& counters = shard.counters[CounterIndex(out->kind)];
     counters.live_bytes -= out->size;
     counters.live_count -= 1;
     EraseSlot(shard, slot);
@@ -398,7 +414,7 @@ void LiveTable::Restore(const LiveRecord& original) {
   Shard& shard = ShardFor(hash);
   const PackedRecord packed = Pack(record, TimeOffset(record));
   SpinLockHolder hold(shard.lock);
-  KindCounters& counters = shard.counters[KindIndex(record.kind)];
+  KindCounters& counters = shard.counters[CounterIndex(record.kind)];
   if (!Place(shard, hash, packed, record.device)) {
     // Cannot put it back: account for it as freed rather than lose the bytes.
     counters.freed_bytes += record.size;
@@ -414,7 +430,7 @@ void LiveTable::Restore(const LiveRecord& original) {
 void LiveTable::CountFreed(const LiveRecord& record) {
   Shard& shard = ShardFor(Hash(record.address));
   SpinLockHolder hold(shard.lock);
-  KindCounters& counters = shard.counters[KindIndex(record.kind)];
+  KindCounters& counters = shard.counters[CounterIndex(record.kind)];
   counters.freed_bytes += record.size;
   counters.freed_count += 1;
 }
