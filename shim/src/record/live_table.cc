@@ -65,15 +65,14 @@ uint64_t LiveTable::Hash(uintptr_t address) {
          static_cast<uint64_t>(address & 15);
 }
 
-LiveTable::PackedRecord LiveTable::Pack(const LiveRecord& record, uint16_t time_offset) {
+LiveTable::PackedRecord LiveTable::Pack(const LiveRecord& record, uint64_t size, uint64_t sequence,
+                                        uint16_t time_offset) {
   PackedRecord packed;
   packed.address = record.address;
-  const uint64_t size = record.size < kMaxSize ? record.size : kMaxSize;
   packed.size_word = size | uint64_t{record.flags} << 40 |
                      uint64_t{static_cast<uint8_t>(record.kind) & 0x3fu} << 56 |
                      uint64_t{record.attribution & 0x3u} << 62;
-  packed.sequence_word =
-      (record.birth_sequence & BirthSequence::kMaxSequence) | uint64_t{time_offset} << 48;
+  packed.sequence_word = (sequence & BirthSequence::kMaxSequence) | uint64_t{time_offset} << 48;
   packed.stack_id = record.stack_id;
   packed.tag_id = record.tag_id;
   return packed;
@@ -308,31 +307,30 @@ __attribute__((noinline)) bool LiveTable::InsertSlow(Shard& shard, uint64_t hash
   return Place(shard, hash, packed, device);
 }
 
-bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
-  if (record.size > kMaxSize) record.size = kMaxSize;  // as packed, so counters agree
+bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
+  // As packed, so counters agree.
+  const uint64_t size = record.size < kMaxSize ? record.size : kMaxSize;
   if (__builtin_expect(births_ != &births, 0))
     __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
   const uint64_t hash = Hash(record.address);
   Shard& shard = ShardFor(hash);
   SpinLockHolder hold(shard.lock);
   uint16_t time_offset;
-  record.birth_sequence = births.Take(record.thread_id, record.birth_time_us, &time_offset);
+  const uint64_t sequence = births.Take(record.thread_id, record.birth_time_us, &time_offset);
   KindCounters& counters = shard.counters[CounterIndex(record.kind)];
-  counters.allocated_bytes += record.size;
+  counters.allocated_bytes += size;
   counters.allocated_count += 1;
-  const PackedRecord packed = Pack(record, time_offset);
   bool placed;
   if (__builtin_expect(shard.count >= shard.grow_at, 0)) {
-    placed = InsertSlow(shard, hash, packed, record.device);
+    placed = InsertSlow(shard, hash, Pack(record, size, sequence, time_offset), record.device);
   } else {
     // One probe of the home's run: a record already at the address (a free
     // the shim missed) is found on the way to the run's end, where the new
     // one goes; the index need not grow (count < grow_at).
     uint32_t* end;
     uint32_t distance;
-    const bool stale = Probe(shard, hash, record.address, &end, &distance) != nullptr;
-    if (__builtin_expect(stale, 0)) {
-      placed = InsertSlow(shard, hash, packed, record.device);
+    if (__builtin_expect(Probe(shard, hash, record.address, &end, &distance) != nullptr, 0)) {
+      placed = InsertSlow(shard, hash, Pack(record, size, sequence, time_offset), record.device);
     } else {
       // The free list's head (most inserts after the first frees) without
       // a call; NewRecord for the rest.
@@ -344,7 +342,7 @@ bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
         placed = NewRecord(shard, &number);
       }
       if (placed) {
-        RecordAt(shard, number) = packed;
+        RecordAt(shard, number) = Pack(record, size, sequence, time_offset);
         // The heap's records have no device and no column: nothing to do.
         if (__builtin_expect(number < shard.device_capacity || record.device != 0, 0)) {
           SetDevice(shard, number, record.device);
@@ -356,10 +354,10 @@ bool LiveTable::Insert(LiveRecord record, BirthSequence& births) {
   }
   if (!placed) {
     __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&dropped_bytes_, record.size, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&dropped_bytes_, size, __ATOMIC_RELAXED);
     return false;
   }
-  counters.live_bytes += record.size;
+  counters.live_bytes += size;
   counters.live_count += 1;
   return true;
 }
@@ -412,7 +410,7 @@ void LiveTable::Restore(const LiveRecord& original) {
   if (record.size > kMaxSize) record.size = kMaxSize;
   const uint64_t hash = Hash(record.address);
   Shard& shard = ShardFor(hash);
-  const PackedRecord packed = Pack(record, TimeOffset(record));
+  const PackedRecord packed = Pack(record, record.size, record.birth_sequence, TimeOffset(record));
   SpinLockHolder hold(shard.lock);
   KindCounters& counters = shard.counters[CounterIndex(record.kind)];
   if (!Place(shard, hash, packed, record.device)) {

@@ -65,7 +65,7 @@ class LiveTable {
   // record at the same address (a free the shim never saw) is replaced and
   // counted as freed. Returns false when the record was dropped for lack of
   // memory (still counted as allocated).
-  bool Insert(LiveRecord record, BirthSequence& births);
+  bool Insert(const LiveRecord& record, BirthSequence& births);
 
   // Removes the record at `address` and counts it as freed. Returns false
   // (and counts nothing) when there is none.
@@ -184,7 +184,9 @@ class LiveTable {
     return number < shard.device_capacity ? shard.devices[number] : 0;
   }
   static void Unpack(const PackedRecord& packed, LiveRecord* out);
-  static PackedRecord Pack(const LiveRecord& record, uint16_t time_offset);
+  // `size` at most kMaxSize, `sequence` the record's birth number.
+  static PackedRecord Pack(const LiveRecord& record, uint64_t size, uint64_t sequence,
+                           uint16_t time_offset);
   // The time offset `record` has within its sequence's block.
   uint16_t TimeOffset(const LiveRecord& record) const;
 
