@@ -296,12 +296,10 @@ __attribute__((noinline)) bool LiveTable::InsertSlow(Shard& shard, uint64_t hash
     __atomic_fetch_add(&missed_frees_, 1, __ATOMIC_RELAXED);
     const PackedRecord& old = RecordAt(shard, (*stale & kNumberMask) - 1);
     const uint64_t old_size = old.size_word & kMaxSize;
-    KindCounters& stale_counters =
+    ShardCounters& stale_counters =
         shard.counters[CounterIndex(static_cast<Kind>((old.size_word >> 56) & 0x3f))];
     stale_counters.freed_bytes += old_size;
     stale_counters.freed_count += 1;
-    stale_counters.live_bytes -= old_size;
-    stale_counters.live_count -= 1;
     EraseSlot(shard, stale);
   }
   return Place(shard, hash, packed, device);
@@ -317,7 +315,7 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
   SpinLockHolder hold(shard.lock);
   uint16_t time_offset;
   const uint64_t sequence = births.Take(record.thread_id, record.birth_time_us, &time_offset);
-  KindCounters& counters = shard.counters[CounterIndex(record.kind)];
+  ShardCounters& counters = shard.counters[CounterIndex(record.kind)];
   counters.allocated_bytes += size;
   counters.allocated_count += 1;
   bool placed;
@@ -353,12 +351,12 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
     }
   }
   if (!placed) {
+    counters.detached_bytes += size;
+    counters.detached_count += 1;
     __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&dropped_bytes_, size, __ATOMIC_RELAXED);
     return false;
   }
-  counters.live_bytes += size;
-  counters.live_count += 1;
   return true;
 }
 
@@ -370,10 +368,8 @@ bool LiveTable::Remove(uintptr_t address) {
   if (slot == nullptr) return false;
   const PackedRecord& record = RecordAt(shard, (*slot & kNumberMask) - 1);
   const uint64_t size = record.size_word & kMaxSize;
-  KindCounters& counters =
+  ShardCounters& counters =
       shard.counters[CounterIndex(static_cast<Kind>((record.size_word >> 56) & 0x3f))];
-  counters.live_bytes -= size;
-  counters.live_count -= 1;
   counters.freed_bytes += size;
   counters.freed_count += 1;
   EraseSlot(shard, slot);
@@ -393,9 +389,9 @@ bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
     Unpack(record, out);
     out->device = DeviceAt(shard, number);
     time_offset = static_cast<uint16_t>(record.sequence_word >> 48);
-    KindCounters& counters = shard.counters[CounterIndex(out->kind)];
-    counters.live_bytes -= out->size;
-    counters.live_count -= 1;
+    ShardCounters& counters = shard.counters[CounterIndex(out->kind)];
+    counters.detached_bytes += out->size;
+    counters.detached_count += 1;
     EraseSlot(shard, slot);
   }
   // The thread and time are the block's (lock-free to read).
@@ -412,25 +408,26 @@ void LiveTable::Restore(const LiveRecord& original) {
   Shard& shard = ShardFor(hash);
   const PackedRecord packed = Pack(record, record.size, record.birth_sequence, TimeOffset(record));
   SpinLockHolder hold(shard.lock);
-  KindCounters& counters = shard.counters[CounterIndex(record.kind)];
+  ShardCounters& counters = shard.counters[CounterIndex(record.kind)];
+  counters.detached_bytes -= record.size;
+  counters.detached_count -= 1;
   if (!Place(shard, hash, packed, record.device)) {
     // Cannot put it back: account for it as freed rather than lose the bytes.
     counters.freed_bytes += record.size;
     counters.freed_count += 1;
     __atomic_fetch_add(&dropped_, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&dropped_bytes_, record.size, __ATOMIC_RELAXED);
-    return;
   }
-  counters.live_bytes += record.size;
-  counters.live_count += 1;
 }
 
 void LiveTable::CountFreed(const LiveRecord& record) {
   Shard& shard = ShardFor(Hash(record.address));
   SpinLockHolder hold(shard.lock);
-  KindCounters& counters = shard.counters[CounterIndex(record.kind)];
+  ShardCounters& counters = shard.counters[CounterIndex(record.kind)];
   counters.freed_bytes += record.size;
   counters.freed_count += 1;
+  counters.detached_bytes -= record.size;
+  counters.detached_count -= 1;
 }
 
 size_t LiveTable::Count() {
@@ -493,16 +490,29 @@ size_t LiveTable::VisitTags(void (*visit)(uint32_t tag_id, uint64_t argument), u
   return seen;
 }
 
+void LiveTable::AddTo(const ShardCounters& shard_counters, KindCounters* counters) {
+  KindCounters add;
+  add.allocated_bytes = shard_counters.allocated_bytes;
+  add.allocated_count = shard_counters.allocated_count;
+  add.freed_bytes = shard_counters.freed_bytes;
+  add.freed_count = shard_counters.freed_count;
+  add.live_bytes =
+      shard_counters.allocated_bytes - shard_counters.freed_bytes - shard_counters.detached_bytes;
+  add.live_count =
+      shard_counters.allocated_count - shard_counters.freed_count - shard_counters.detached_count;
+  counters->Add(add);
+}
+
 void LiveTable::SumCountersLocked(KindCounters* counters) const {
   for (const Shard& shard : shards_) {
-    for (int k = 0; k < kKindCount; ++k) counters[k].Add(shard.counters[k]);
+    for (int k = 0; k < kKindCount; ++k) AddTo(shard.counters[k], &counters[k]);
   }
 }
 
 void LiveTable::SumCounters(KindCounters* counters) {
   for (Shard& shard : shards_) {
     SpinLockHolder hold(shard.lock);
-    for (int k = 0; k < kKindCount; ++k) counters[k].Add(shard.counters[k]);
+    for (int k = 0; k < kKindCount; ++k) AddTo(shard.counters[k], &counters[k]);
   }
 }
 
@@ -537,7 +547,7 @@ void LiveTable::DiscardInChild() {
     shard.free_head = 0;
     shard.chunk_capacity = 0;
     shard.chunks = nullptr;
-    for (KindCounters& counters : shard.counters) counters = {};
+    for (ShardCounters& counters : shard.counters) counters = {};
   }
 }
 

@@ -136,6 +136,23 @@ class LiveTable {
   // Per shard: an index slot keeps the record's number + 1 in 24 bits.
   static constexpr uint32_t kMaxRecords = (1u << 24) - 1;
 
+  // A shard's counters of one kind: KindCounters with live derived, so
+  // that an insert and a free each update two counters, not four:
+  // live = allocated - freed - detached, where `detached` is what was
+  // allocated and is neither live nor freed (inserts dropped, records taken
+  // by Take until Restore or CountFreed). Every operation moves the derived
+  // live by what it moved live by before: the sums are those of KindCounters
+  // kept directly.
+  struct ShardCounters {
+    uint64_t allocated_bytes;
+    uint64_t allocated_count;
+    uint64_t freed_bytes;
+    uint64_t freed_count;
+    uint64_t detached_bytes;
+    uint64_t detached_count;
+  };
+  static void AddTo(const ShardCounters& shard_counters, KindCounters* counters);
+
   struct alignas(64) Shard {
     SpinLock lock;
     uint32_t count;           // live records
@@ -150,7 +167,7 @@ class LiveTable {
     PackedRecord** chunks;
     uint8_t* devices;          // record number -> device id; null until one has a device
     uint32_t device_capacity;  // entries of `devices`
-    KindCounters counters[kKindCount];
+    ShardCounters counters[kKindCount];
   };
 
   static uint64_t Hash(uintptr_t address);
