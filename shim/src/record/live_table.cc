@@ -93,8 +93,7 @@ void LiveTable::Unpack(const PackedRecord& packed, LiveRecord* out) {
 }
 
 __attribute__((always_inline)) inline uint32_t* LiveTable::Probe(const Shard& shard, uint64_t hash,
-                                                                 uintptr_t address, uint32_t** end,
-                                                                 uint32_t* end_distance) {
+                                                                 uintptr_t address) {
   const uint32_t capacity = shard.index_capacity;
   uint32_t* const index = shard.index;
   const uint32_t home = Home(hash, capacity);
@@ -106,35 +105,26 @@ __attribute__((always_inline)) inline uint32_t* LiveTable::Probe(const Shard& sh
   uint32_t* p = index + home;
   for (; p != stop; ++p, want += 1u << kDistanceShift) {
     const uint32_t slot = *p;
-    if (slot == 0) {
-      *end = p;
-      *end_distance = static_cast<uint32_t>(p - (index + home));
-      return nullptr;
-    }
+    if (slot == 0) return nullptr;
     if ((slot & ~kNumberMask) == want &&
         RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
       return p;
     }
   }
   const auto i = static_cast<uint32_t>(p - index);
-  return ProbeFrom(shard, hash, address, i, i - home, end, end_distance);
+  return ProbeFrom(shard, hash, address, i, i - home);
 }
 
 __attribute__((noinline)) uint32_t* LiveTable::ProbeFrom(const Shard& shard, uint64_t hash,
                                                          uintptr_t address, uint32_t i,
-                                                         uint32_t distance, uint32_t** end,
-                                                         uint32_t* end_distance) {
+                                                         uint32_t distance) {
   // The index is at most 3/4 full: every run ends at an empty slot.
   const uint32_t capacity = shard.index_capacity;
   const uint32_t tag = SlotTag(hash);
   if (i == capacity) i = 0;
   for (;; ++distance, i = Next(i, capacity)) {
     const uint32_t slot = shard.index[i];
-    if (slot == 0) {
-      *end = &shard.index[i];
-      *end_distance = distance;
-      return nullptr;
-    }
+    if (slot == 0) return nullptr;
     if ((slot & ~kNumberMask) == (tag | StoredDistance(distance)) &&
         RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
       return &shard.index[i];
@@ -145,9 +135,7 @@ __attribute__((noinline)) uint32_t* LiveTable::ProbeFrom(const Shard& shard, uin
 __attribute__((always_inline)) inline uint32_t* LiveTable::Find(const Shard& shard, uint64_t hash,
                                                                 uintptr_t address) {
   if (shard.index_capacity == 0) return nullptr;
-  uint32_t* end;
-  uint32_t end_distance;
-  return Probe(shard, hash, address, &end, &end_distance);
+  return Probe(shard, hash, address);
 }
 
 bool LiveTable::GrowIndex(Shard& shard) {
@@ -324,10 +312,25 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
   } else {
     // One probe of the home's run: a record already at the address (a free
     // the shim missed) is found on the way to the run's end, where the new
-    // one goes; the index need not grow (count < grow_at).
-    uint32_t* end;
-    uint32_t distance;
-    if (__builtin_expect(Probe(shard, hash, record.address, &end, &distance) != nullptr, 0)) {
+    // one goes; the index need not grow (count < grow_at). Its own loop, not
+    // Probe's: measured 7 instructions fewer per insert (Probe's set-up
+    // costs more here than its shorter loop saves).
+    const uint32_t capacity = shard.index_capacity;
+    uint32_t* const index = shard.index;
+    const uint32_t tag = SlotTag(hash);
+    uint32_t i = Home(hash, capacity);
+    uint32_t distance = 0;
+    bool stale = false;
+    for (;; ++distance, i = Next(i, capacity)) {
+      const uint32_t slot = index[i];
+      if (slot == 0) break;
+      if ((slot & ~kNumberMask) == (tag | StoredDistance(distance)) &&
+          RecordAt(shard, (slot & kNumberMask) - 1).address == record.address) {
+        stale = true;
+        break;
+      }
+    }
+    if (__builtin_expect(stale, 0)) {
       placed = InsertSlow(shard, hash, Pack(record, size, sequence, time_offset), record.device);
     } else {
       // The free list's head (most inserts after the first frees) without
@@ -345,7 +348,7 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
         if (__builtin_expect(number < shard.device_capacity || record.device != 0, 0)) {
           SetDevice(shard, number, record.device);
         }
-        *end = (number + 1) | StoredDistance(distance) | SlotTag(hash);
+        index[i] = (number + 1) | StoredDistance(distance) | tag;
         ++shard.count;
       }
     }

@@ -177,14 +177,11 @@ class LiveTable {
   }
   // Index slot holding `address`, or nullptr.
   static uint32_t* Find(const Shard& shard, uint64_t hash, uintptr_t address);
-  // The probe under Find and Insert (the index must exist): the slot
-  // holding `address`, or nullptr with *end the run's first empty slot and
-  // *end_distance its distance from the home. ProbeFrom goes on from slot
-  // `i` at `distance` (past the index's end or 15 from home).
-  static uint32_t* Probe(const Shard& shard, uint64_t hash, uintptr_t address, uint32_t** end,
-                         uint32_t* end_distance);
+  // Find's probe (the index must exist). ProbeFrom goes on from slot `i` at
+  // `distance` (past the index's end or 15 from home).
+  static uint32_t* Probe(const Shard& shard, uint64_t hash, uintptr_t address);
   static uint32_t* ProbeFrom(const Shard& shard, uint64_t hash, uintptr_t address, uint32_t i,
-                             uint32_t distance, uint32_t** end, uint32_t* end_distance);
+                             uint32_t distance);
   static bool GrowIndex(Shard& shard);
   // Insert's rare cases, out of line: the index must grow first (or does
   // not exist yet), or a record is at the address already.
