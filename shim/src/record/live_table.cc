@@ -100,7 +100,8 @@ __attribute__((always_inline)) inline uint32_t* LiveTable::Probe(const Shard& sh
   // Distances 0-14 before the index's end (nearly every probe): a slot's
   // stored distance is exact there and the next slot is the one after, so
   // a slot of this home and hash bits is one compare with `want`.
-  uint32_t* const stop = index + (capacity - home > kFar ? home + kFar : capacity);
+  uint32_t* const stop =
+      index + (__builtin_expect(capacity - home > kFar, 1) ? home + kFar : capacity);
   uint32_t want = SlotTag(hash);
   uint32_t* p = index + home;
   for (; p != stop; ++p, want += 1u << kDistanceShift) {
@@ -222,7 +223,7 @@ __attribute__((always_inline)) inline void LiveTable::EraseSlot(Shard& shard, ui
         hole = p;
         gap = 0;
       }
-    } else if (distance >= gap) {
+    } else if (__builtin_expect(distance >= gap, 0)) {  // most slots stay (their home is later)
       *hole = moving - static_cast<uint32_t>(gap);
       hole = p;
       gap = 0;
