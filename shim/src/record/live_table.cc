@@ -93,7 +93,8 @@ void LiveTable::Unpack(const PackedRecord& packed, LiveRecord* out) {
 }
 
 __attribute__((always_inline)) inline uint32_t* LiveTable::Probe(const Shard& shard, uint64_t hash,
-                                                                 uintptr_t address) {
+                                                                 uintptr_t address,
+                                                                 uint32_t* number) {
   const uint32_t capacity = shard.index_capacity;
   uint32_t* const index = shard.index;
   const uint32_t home = Home(hash, capacity);
@@ -109,16 +110,17 @@ __attribute__((always_inline)) inline uint32_t* LiveTable::Probe(const Shard& sh
     if (slot == 0) return nullptr;
     if ((slot & ~kNumberMask) == want &&
         RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
+      *number = (slot & kNumberMask) - 1;
       return p;
     }
   }
   const auto i = static_cast<uint32_t>(p - index);
-  return ProbeFrom(shard, hash, address, i, i - home);
+  return ProbeFrom(shard, hash, address, i, i - home, number);
 }
 
 __attribute__((noinline)) uint32_t* LiveTable::ProbeFrom(const Shard& shard, uint64_t hash,
                                                          uintptr_t address, uint32_t i,
-                                                         uint32_t distance) {
+                                                         uint32_t distance, uint32_t* number) {
   // The index is at most 3/4 full: every run ends at an empty slot.
   const uint32_t capacity = shard.index_capacity;
   const uint32_t tag = SlotTag(hash);
@@ -128,15 +130,17 @@ __attribute__((noinline)) uint32_t* LiveTable::ProbeFrom(const Shard& shard, uin
     if (slot == 0) return nullptr;
     if ((slot & ~kNumberMask) == (tag | StoredDistance(distance)) &&
         RecordAt(shard, (slot & kNumberMask) - 1).address == address) {
+      *number = (slot & kNumberMask) - 1;
       return &shard.index[i];
     }
   }
 }
 
 __attribute__((always_inline)) inline uint32_t* LiveTable::Find(const Shard& shard, uint64_t hash,
-                                                                uintptr_t address) {
+                                                                uintptr_t address,
+                                                                uint32_t* number) {
   if (shard.index_capacity == 0) return nullptr;
-  return Probe(shard, hash, address);
+  return Probe(shard, hash, address, number);
 }
 
 bool LiveTable::GrowIndex(Shard& shard) {
@@ -190,11 +194,11 @@ bool LiveTable::NewRecord(Shard& shard, uint32_t* number) {
   return true;
 }
 
-__attribute__((always_inline)) inline void LiveTable::EraseSlot(Shard& shard, uint32_t* slot) {
+__attribute__((always_inline)) inline void LiveTable::EraseSlot(Shard& shard, uint32_t* slot,
+                                                                uint32_t number) {
   // Free the record, then backward-shift deletion in the index: pull later
   // members of the probe run into the hole so lookups never need
   // tombstones.
-  const uint32_t number = (*slot & kNumberMask) - 1;
   PackedRecord& record = RecordAt(shard, number);
   record.address = 0;
   record.size_word = shard.free_head;
@@ -281,15 +285,16 @@ uint16_t LiveTable::TimeOffset(const LiveRecord& record) const {
 
 __attribute__((noinline)) bool LiveTable::InsertSlow(Shard& shard, uint64_t hash,
                                                      const PackedRecord& packed, uint8_t device) {
-  if (uint32_t* stale = Find(shard, hash, packed.address)) {
+  uint32_t number;
+  if (uint32_t* stale = Find(shard, hash, packed.address, &number)) {
     __atomic_fetch_add(&missed_frees_, 1, __ATOMIC_RELAXED);
-    const PackedRecord& old = RecordAt(shard, (*stale & kNumberMask) - 1);
+    const PackedRecord& old = RecordAt(shard, number);
     const uint64_t old_size = old.size_word & kMaxSize;
     ShardCounters& stale_counters =
         shard.counters[CounterIndex(static_cast<Kind>((old.size_word >> 56) & 0x3f))];
     stale_counters.freed_bytes += old_size;
     stale_counters.freed_count += 1;
-    EraseSlot(shard, stale);
+    EraseSlot(shard, stale, number);
   }
   return Place(shard, hash, packed, device);
 }
@@ -368,15 +373,16 @@ bool LiveTable::Remove(uintptr_t address) {
   const uint64_t hash = Hash(address);
   Shard& shard = ShardFor(hash);
   SpinLockHolder hold(shard.lock);
-  uint32_t* slot = Find(shard, hash, address);
+  uint32_t number;
+  uint32_t* slot = Find(shard, hash, address, &number);
   if (slot == nullptr) return false;
-  const PackedRecord& record = RecordAt(shard, (*slot & kNumberMask) - 1);
+  const PackedRecord& record = RecordAt(shard, number);
   const uint64_t size = record.size_word & kMaxSize;
   ShardCounters& counters =
       shard.counters[CounterIndex(static_cast<Kind>((record.size_word >> 56) & 0x3f))];
   counters.freed_bytes += size;
   counters.freed_count += 1;
-  EraseSlot(shard, slot);
+  EraseSlot(shard, slot, number);
   return true;
 }
 
@@ -386,9 +392,9 @@ bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
   uint16_t time_offset;
   {
     SpinLockHolder hold(shard.lock);
-    uint32_t* slot = Find(shard, hash, address);
+    uint32_t number;
+    uint32_t* slot = Find(shard, hash, address, &number);
     if (slot == nullptr) return false;
-    const uint32_t number = (*slot & kNumberMask) - 1;
     const PackedRecord& record = RecordAt(shard, number);
     Unpack(record, out);
     out->device = DeviceAt(shard, number);
@@ -396,7 +402,7 @@ bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
     ShardCounters& counters = shard.counters[CounterIndex(out->kind)];
     counters.detached_bytes += out->size;
     counters.detached_count += 1;
-    EraseSlot(shard, slot);
+    EraseSlot(shard, slot, number);
   }
   // The thread and time are the block's (lock-free to read).
   if (const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE)) {

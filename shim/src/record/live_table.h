@@ -175,19 +175,22 @@ class LiveTable {
   static PackedRecord& RecordAt(const Shard& shard, uint32_t number) {
     return shard.chunks[number >> kChunkBits][number & ((1u << kChunkBits) - 1)];
   }
-  // Index slot holding `address`, or nullptr.
-  static uint32_t* Find(const Shard& shard, uint64_t hash, uintptr_t address);
+  // Index slot holding `address` (its record's number in *number), or
+  // nullptr.
+  static uint32_t* Find(const Shard& shard, uint64_t hash, uintptr_t address, uint32_t* number);
   // Find's probe (the index must exist). ProbeFrom goes on from slot `i` at
   // `distance` (past the index's end or 15 from home).
-  static uint32_t* Probe(const Shard& shard, uint64_t hash, uintptr_t address);
+  // Both give the record's number in *number when found.
+  static uint32_t* Probe(const Shard& shard, uint64_t hash, uintptr_t address, uint32_t* number);
   static uint32_t* ProbeFrom(const Shard& shard, uint64_t hash, uintptr_t address, uint32_t i,
-                             uint32_t distance);
+                             uint32_t distance, uint32_t* number);
   static bool GrowIndex(Shard& shard);
   // Insert's rare cases, out of line: the index must grow first (or does
   // not exist yet), or a record is at the address already.
   bool InsertSlow(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
   static bool NewRecord(Shard& shard, uint32_t* number);
-  static void EraseSlot(Shard& shard, uint32_t* slot);
+  // Frees record `number` and empties its index slot `slot`.
+  static void EraseSlot(Shard& shard, uint32_t* slot, uint32_t number);
   // Adds a record with `device` (0: none), making room first; false when
   // the arena refuses.
   static bool Place(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
