@@ -65,7 +65,7 @@ class LiveTable {
   // record at the same address (a free the shim never saw) is replaced and
   // counted as freed. Returns false when the record was dropped for lack of
   // memory (still counted as allocated).
-  bool Insert(LiveRecord record, BirthSequence& births);
+  bool Insert(const LiveRecord& record, BirthSequence& births);
 
   // Removes the record at `address` and counts it as freed. Returns false
   // (and counts nothing) when there is none.
@@ -136,10 +136,30 @@ class LiveTable {
   // Per shard: an index slot keeps the record's number + 1 in 24 bits.
   static constexpr uint32_t kMaxRecords = (1u << 24) - 1;
 
+  // A shard's counters of one kind: KindCounters with live derived, so
+  // that an insert and a free each update two counters, not four:
+  // live = allocated - freed - detached, where `detached` is what was
+  // allocated and is neither live nor freed (inserts dropped, records taken
+  // by Take until Restore or CountFreed). Every operation moves the derived
+  // live by what it moved live by before: the sums are those of KindCounters
+  // kept directly.
+  struct ShardCounters {
+    uint64_t allocated_bytes;
+    uint64_t allocated_count;
+    uint64_t freed_bytes;
+    uint64_t freed_count;
+    uint64_t detached_bytes;
+    uint64_t detached_count;
+  };
+  static void AddTo(const ShardCounters& shard_counters, KindCounters* counters);
+
   struct alignas(64) Shard {
     SpinLock lock;
     uint32_t count;           // live records
     uint32_t index_capacity;  // 0 before the first insert
+    // 3/4 of index_capacity: an insert at this count grows the index first
+    // (0 before the first insert, so that one makes the index).
+    uint32_t grow_at;
     uint32_t* index;     // 0 = empty, else (record number + 1) | distance << 24 | hash bits << 28
     uint32_t used;       // records ever handed out (live or on the free list)
     uint32_t free_head;  // first free record's number + 1; 0 = none
@@ -147,7 +167,7 @@ class LiveTable {
     PackedRecord** chunks;
     uint8_t* devices;          // record number -> device id; null until one has a device
     uint32_t device_capacity;  // entries of `devices`
-    KindCounters counters[kKindCount];
+    ShardCounters counters[kKindCount];
   };
 
   static uint64_t Hash(uintptr_t address);
@@ -155,11 +175,22 @@ class LiveTable {
   static PackedRecord& RecordAt(const Shard& shard, uint32_t number) {
     return shard.chunks[number >> kChunkBits][number & ((1u << kChunkBits) - 1)];
   }
-  // Index slot holding `address`, or nullptr.
-  static uint32_t* Find(const Shard& shard, uint64_t hash, uintptr_t address);
+  // Index slot holding `address` (its record's number in *number), or
+  // nullptr.
+  static uint32_t* Find(const Shard& shard, uint64_t hash, uintptr_t address, uint32_t* number);
+  // Find's probe (the index must exist). ProbeFrom goes on from slot `i` at
+  // `distance` (past the index's end or 15 from home).
+  // Both give the record's number in *number when found.
+  static uint32_t* Probe(const Shard& shard, uint64_t hash, uintptr_t address, uint32_t* number);
+  static uint32_t* ProbeFrom(const Shard& shard, uint64_t hash, uintptr_t address, uint32_t i,
+                             uint32_t distance, uint32_t* number);
   static bool GrowIndex(Shard& shard);
+  // Insert's rare cases, out of line: the index must grow first (or does
+  // not exist yet), or a record is at the address already.
+  bool InsertSlow(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
   static bool NewRecord(Shard& shard, uint32_t* number);
-  static void EraseSlot(Shard& shard, uint32_t* slot);
+  // Frees record `number` and empties its index slot `slot`.
+  static void EraseSlot(Shard& shard, uint32_t* slot, uint32_t number);
   // Adds a record with `device` (0: none), making room first; false when
   // the arena refuses.
   static bool Place(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
@@ -170,7 +201,9 @@ class LiveTable {
     return number < shard.device_capacity ? shard.devices[number] : 0;
   }
   static void Unpack(const PackedRecord& packed, LiveRecord* out);
-  static PackedRecord Pack(const LiveRecord& record, uint16_t time_offset);
+  // `size` at most kMaxSize, `sequence` the record's birth number.
+  static PackedRecord Pack(const LiveRecord& record, uint64_t size, uint64_t sequence,
+                           uint16_t time_offset);
   // The time offset `record` has within its sequence's block.
   uint16_t TimeOffset(const LiveRecord& record) const;
 

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/arena.h"
+
 namespace retain::shim {
 namespace {
 
@@ -265,6 +267,98 @@ TEST(LiveTableTest, AMillionRecordsCostAtMostFortyBytesEach) {
     ASSERT_TRUE(table.Insert(MakeRecord(0x90000000 + i * 32, 24), sequence));
   }
   EXPECT_EQ(table.MemoryBytes(), before);
+}
+
+// The arena's cap reached: an insert that needs memory is dropped and
+// counted, never an error for the host, and every counter stays exact: a
+// recorded block is live, a dropped one allocated but not live (its free
+// finds nothing), and a record that cannot be put back after Take (a failed
+// realloc whose slot was taken meanwhile) is counted freed and dropped.
+TEST(LiveTableTest, WhenTheArenaRefusesRecordsAreDroppedAndCountedExactly) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  std::unordered_map<uintptr_t, uint64_t> recorded;
+  uint64_t allocated = 0;
+  uint64_t dropped = 0;
+  uint64_t dropped_bytes = 0;
+  auto insert = [&](uintptr_t address, uint64_t size) {
+    allocated += size;
+    if (table.Insert(MakeRecord(address, size), sequence)) {
+      recorded[address] = size;
+      return true;
+    }
+    ++dropped;
+    dropped_bytes += size;
+    return false;
+  };
+  ASSERT_TRUE(insert(0x10, 8));  // the sequence's first block page mapped
+  // Room for every shard's first index and chunk, not for all the records.
+  SetArenaCap(ArenaBytes() + (2 << 20));
+  uintptr_t refused = 0;
+  for (uintptr_t i = 1; i <= 200000; ++i) {
+    const uintptr_t address = 0x100000 + i * 16;
+    if (!insert(address, i % 100 + 1) && refused == 0) refused = address;
+  }
+  ASSERT_NE(refused, 0u);
+  ASSERT_GT(recorded.size(), 10000u);
+  EXPECT_EQ(table.dropped(), dropped);
+  EXPECT_EQ(table.dropped_bytes(), dropped_bytes);
+  uint64_t live_bytes = 0;
+  for (const auto& [address, size] : recorded) live_bytes += size;
+  KindCounters c = HeapCounters(table);
+  EXPECT_EQ(c.allocated_bytes, allocated);
+  EXPECT_EQ(c.allocated_count, recorded.size() + dropped);
+  EXPECT_EQ(c.live_bytes, live_bytes);
+  EXPECT_EQ(c.live_count, recorded.size());
+  EXPECT_EQ(c.freed_count, 0u);
+  EXPECT_EQ(table.Count(), recorded.size());
+  EXPECT_FALSE(table.Remove(refused));  // never recorded
+  EXPECT_EQ(HeapCounters(table).freed_count, 0u);
+
+  // Take records until the refused address fits in the slot one left (the
+  // same shard); the taken record then cannot come back.
+  uint64_t freed_bytes = 0;
+  bool restore_failed = false;
+  std::vector<uintptr_t> candidates;
+  for (const auto& [address, size] : recorded) candidates.push_back(address);
+  for (size_t i = 0; i < candidates.size() && !restore_failed; ++i) {
+    LiveRecord taken;
+    ASSERT_TRUE(table.Take(candidates[i], &taken));
+    const uint64_t size = recorded[candidates[i]];
+    recorded.erase(candidates[i]);
+    const bool fits = insert(refused, 7);
+    const uint64_t dropped_before = table.dropped();
+    table.Restore(taken);
+    if (table.dropped() == dropped_before) {
+      recorded[taken.address] = size;  // put back
+      ASSERT_FALSE(fits);
+      continue;
+    }
+    ASSERT_TRUE(fits);
+    restore_failed = true;
+    ++dropped;
+    dropped_bytes += size;
+    freed_bytes += size;
+  }
+  SetArenaCap(0);
+  ASSERT_TRUE(restore_failed);
+  EXPECT_EQ(table.dropped(), dropped);
+  EXPECT_EQ(table.dropped_bytes(), dropped_bytes);
+  live_bytes = 0;
+  for (const auto& [address, size] : recorded) live_bytes += size;
+  c = HeapCounters(table);
+  EXPECT_EQ(c.allocated_bytes, allocated);
+  EXPECT_EQ(c.live_bytes, live_bytes);
+  EXPECT_EQ(c.live_count, recorded.size());
+  EXPECT_EQ(c.freed_bytes, freed_bytes);
+  EXPECT_EQ(c.freed_count, 1u);
+  std::vector<LiveRecord> records = CopyAll(table);
+  ASSERT_EQ(records.size(), recorded.size());
+  for (const LiveRecord& record : records) {
+    auto it = recorded.find(record.address);
+    ASSERT_NE(it, recorded.end());
+    EXPECT_EQ(record.size, it->second);
+  }
 }
 
 // Thread and birth time are kept through the birth sequence's block, to its
