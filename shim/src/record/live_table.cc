@@ -305,7 +305,7 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
   if (__builtin_expect(births_ != &births, 0))
     __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
   const uint64_t hash = Hash(record.address);
-  Shard& shard = ShardFor(hash);
+  Shard& shard = ShardFor(record.address, hash);
   SpinLockHolder hold(shard.lock);
   uint16_t time_offset;
   const uint64_t sequence = births.Take(record.thread_id, record.birth_time_us, &time_offset);
@@ -371,7 +371,7 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
 
 bool LiveTable::Remove(uintptr_t address) {
   const uint64_t hash = Hash(address);
-  Shard& shard = ShardFor(hash);
+  Shard& shard = ShardFor(address, hash);
   SpinLockHolder hold(shard.lock);
   uint32_t number;
   uint32_t* slot = Find(shard, hash, address, &number);
@@ -388,7 +388,7 @@ bool LiveTable::Remove(uintptr_t address) {
 
 bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
   const uint64_t hash = Hash(address);
-  Shard& shard = ShardFor(hash);
+  Shard& shard = ShardFor(address, hash);
   uint16_t time_offset;
   {
     SpinLockHolder hold(shard.lock);
@@ -415,7 +415,7 @@ void LiveTable::Restore(const LiveRecord& original) {
   LiveRecord record = original;
   if (record.size > kMaxSize) record.size = kMaxSize;
   const uint64_t hash = Hash(record.address);
-  Shard& shard = ShardFor(hash);
+  Shard& shard = ShardFor(record.address, hash);
   const PackedRecord packed = Pack(record, record.size, record.birth_sequence, TimeOffset(record));
   SpinLockHolder hold(shard.lock);
   ShardCounters& counters = shard.counters[CounterIndex(record.kind)];
@@ -431,7 +431,7 @@ void LiveTable::Restore(const LiveRecord& original) {
 }
 
 void LiveTable::CountFreed(const LiveRecord& record) {
-  Shard& shard = ShardFor(Hash(record.address));
+  Shard& shard = ShardFor(record.address, Hash(record.address));
   SpinLockHolder hold(shard.lock);
   ShardCounters& counters = shard.counters[CounterIndex(record.kind)];
   counters.freed_bytes += record.size;

@@ -1,8 +1,13 @@
 // live_table: every live allocation the shim recorded, keyed by address.
 //
-// Sharded by a hash of the address, each shard under its own SpinLock, so
-// threads allocating at different addresses rarely meet and no lock is
-// global. A shard keeps its records densely, 32 bytes each (PackedRecord:
+// Sharded by the address's 64 MiB region (a group of 4 shards per region,
+// record/region_groups.h) and a hash of the address within the group, each
+// shard under its own SpinLock: no lock is global, and a thread allocating
+// from its own arena keeps to its own shards, whose locks and lines stay in
+// its core's cache. A shard's freed records are reused by blocks of its own
+// group only: a live set that moves from one region to another keeps the
+// first one's record memory (the table follows the sum of the groups'
+// peaks, not the overall peak). A shard keeps its records densely, 32 bytes each (PackedRecord:
 // the thread and the birth time's high part live in the birth sequence's
 // block, see record/birth_sequence.h), in 8 KiB chunks with a free list, and finds
 // them through an open-addressing index of 4-byte slots (linear probing,
@@ -27,6 +32,7 @@
 #include "base/spin_lock.h"
 #include "record/birth_sequence.h"
 #include "record/kinds.h"
+#include "record/region_groups.h"
 
 namespace retain::shim {
 
@@ -171,7 +177,16 @@ class LiveTable {
   };
 
   static uint64_t Hash(uintptr_t address);
-  Shard& ShardFor(uint64_t hash) { return shards_[hash >> (64 - kShardBits)]; }
+  // The group of `address`'s 64 MiB region (record/region_groups.h), and
+  // in it one of kShardsPerGroup shards by the hash's top bits.
+  static constexpr int kShardsPerGroup = kShardCount / RegionGroups::kGroups;
+  static_assert(kShardsPerGroup * RegionGroups::kGroups == kShardCount &&
+                    (kShardsPerGroup & (kShardsPerGroup - 1)) == 0,
+                "a whole, power-of-two number of shards per region group");
+  Shard& ShardFor(uintptr_t address, uint64_t hash) {
+    return shards_[groups_.GroupOf(address) * kShardsPerGroup +
+                   (hash >> (64 - __builtin_ctz(kShardsPerGroup)))];
+  }
   static PackedRecord& RecordAt(const Shard& shard, uint32_t number) {
     return shard.chunks[number >> kChunkBits][number & ((1u << kChunkBits) - 1)];
   }
@@ -208,6 +223,7 @@ class LiveTable {
   uint16_t TimeOffset(const LiveRecord& record) const;
 
   Shard shards_[kShardCount];
+  RegionGroups groups_;
   BirthSequence* births_;  // the sequence records were numbered by
   uint64_t dropped_;       // atomic builtins, see SpinLock::locked_
   uint64_t dropped_bytes_;
