@@ -369,6 +369,15 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
   return true;
 }
 
+void LiveTable::Prefetch(uintptr_t address) {
+  const uint64_t hash = Hash(address);
+  const Shard& shard = ShardFor(address, hash);
+  uint32_t* const index = __atomic_load_n(&shard.index, __ATOMIC_RELAXED);
+  const uint32_t capacity = __atomic_load_n(&shard.index_capacity, __ATOMIC_RELAXED);
+  if (index == nullptr || capacity == 0) return;
+  __builtin_prefetch(&index[Home(hash, capacity)], 1);
+}
+
 bool LiveTable::Remove(uintptr_t address) {
   const uint64_t hash = Hash(address);
   Shard& shard = ShardFor(address, hash);

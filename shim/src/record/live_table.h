@@ -77,6 +77,13 @@ class LiveTable {
   // (and counts nothing) when there is none.
   bool Remove(uintptr_t address);
 
+  // Asks the CPU to fetch the index line an Insert or Remove of `address`
+  // will probe first, without the lock: the recorder calls it before the
+  // stack walk, so the line arrives while the walk runs. Reads the shard's
+  // index pointer and size racily (a prefetch of a stale address is
+  // harmless: it never faults); writes nothing.
+  void Prefetch(uintptr_t address);
+
   // Removes the record at `address` without counting it, copying it to
   // `*out`: for realloc, which must free the old record before the real call
   // and may have to put it back (Restore) when that call fails.

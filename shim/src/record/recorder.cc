@@ -86,6 +86,7 @@ LiveRecord NewRecord(uintptr_t address, uint64_t size, Kind kind) {
 
 void RecordHeapAlloc(void* pointer, size_t size) {
   int saved = errno;
+  g_heap.Prefetch(reinterpret_cast<uintptr_t>(pointer));  // arrives during the walk
   LiveRecord record = NewRecord(reinterpret_cast<uintptr_t>(pointer), size, HostKind(Kind::kHeap));
   if (g_sample_interval != 0) SampledInsert(record.address);
   if (!g_heap.Insert(record, g_births)) {
