@@ -283,18 +283,23 @@ uint16_t LiveTable::TimeOffset(const LiveRecord& record) const {
   return units > base ? static_cast<uint16_t>(units - base) : 0;
 }
 
+__attribute__((always_inline)) inline void LiveTable::FreeRecord(Shard& shard, uint32_t* slot,
+                                                                 uint32_t number) {
+  const PackedRecord& record = RecordAt(shard, number);
+  const uint64_t size = record.size_word & kMaxSize;
+  ShardCounters& counters =
+      shard.counters[CounterIndex(static_cast<Kind>((record.size_word >> 56) & 0x3f))];
+  counters.freed_bytes += size;
+  counters.freed_count += 1;
+  EraseSlot(shard, slot, number);
+}
+
 __attribute__((noinline)) bool LiveTable::InsertSlow(Shard& shard, uint64_t hash,
                                                      const PackedRecord& packed, uint8_t device) {
   uint32_t number;
   if (uint32_t* stale = Find(shard, hash, packed.address, &number)) {
     __atomic_fetch_add(&missed_frees_, 1, __ATOMIC_RELAXED);
-    const PackedRecord& old = RecordAt(shard, number);
-    const uint64_t old_size = old.size_word & kMaxSize;
-    ShardCounters& stale_counters =
-        shard.counters[CounterIndex(static_cast<Kind>((old.size_word >> 56) & 0x3f))];
-    stale_counters.freed_bytes += old_size;
-    stale_counters.freed_count += 1;
-    EraseSlot(shard, stale, number);
+    FreeRecord(shard, stale, number);
   }
   return Place(shard, hash, packed, device);
 }
@@ -385,13 +390,7 @@ bool LiveTable::Remove(uintptr_t address) {
   uint32_t number;
   uint32_t* slot = Find(shard, hash, address, &number);
   if (slot == nullptr) return false;
-  const PackedRecord& record = RecordAt(shard, number);
-  const uint64_t size = record.size_word & kMaxSize;
-  ShardCounters& counters =
-      shard.counters[CounterIndex(static_cast<Kind>((record.size_word >> 56) & 0x3f))];
-  counters.freed_bytes += size;
-  counters.freed_count += 1;
-  EraseSlot(shard, slot, number);
+  FreeRecord(shard, slot, number);
   return true;
 }
 

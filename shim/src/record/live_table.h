@@ -213,6 +213,8 @@ class LiveTable {
   static bool NewRecord(Shard& shard, uint32_t* number);
   // Frees record `number` and empties its index slot `slot`.
   static void EraseSlot(Shard& shard, uint32_t* slot, uint32_t number);
+  // Counts record `number` (at index slot `slot`) as freed, then erases it.
+  static void FreeRecord(Shard& shard, uint32_t* slot, uint32_t number);
   // Adds a record with `device` (0: none), making room first; false when
   // the arena refuses.
   static bool Place(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
