@@ -167,12 +167,17 @@ bool LiveTable::GrowIndex(Shard& shard) {
   return true;
 }
 
-bool LiveTable::NewRecord(Shard& shard, uint32_t* number) {
-  if (shard.free_head != 0) {
+__attribute__((always_inline)) inline bool LiveTable::NewRecord(Shard& shard, uint32_t* number) {
+  // Most inserts after the first frees take the free list's head.
+  if (__builtin_expect(shard.free_head != 0, 1)) {
     *number = shard.free_head - 1;
     shard.free_head = static_cast<uint32_t>(RecordAt(shard, *number).size_word);
     return true;
   }
+  return NewRecordAtEnd(shard, number);
+}
+
+__attribute__((noinline)) bool LiveTable::NewRecordAtEnd(Shard& shard, uint32_t* number) {
   if (shard.used == kMaxRecords) return false;
   const uint32_t chunk = shard.used >> kChunkBits;
   if (chunk == shard.chunk_capacity) {
@@ -238,12 +243,19 @@ __attribute__((always_inline)) inline void LiveTable::EraseSlot(Shard& shard, ui
   --shard.count;
 }
 
-void LiveTable::SetDevice(Shard& shard, uint32_t number, uint8_t device) {
+__attribute__((always_inline)) inline void LiveTable::SetDevice(Shard& shard, uint32_t number,
+                                                                uint8_t device) {
   if (__builtin_expect(number < shard.device_capacity, 0)) {
     shard.devices[number] = device;  // also clears a freed record's old device
     return;
   }
-  if (device == 0) return;  // beyond the column (or none yet): reads as 0
+  // Beyond the column (or none yet) a record reads as device 0: the heap's
+  // records never need it.
+  if (__builtin_expect(device != 0, 0)) GrowDevices(shard, number, device);
+}
+
+__attribute__((noinline)) void LiveTable::GrowDevices(Shard& shard, uint32_t number,
+                                                      uint8_t device) {
   uint32_t capacity = shard.device_capacity == 0 ? 4096 : shard.device_capacity;
   while (capacity <= number) capacity *= 2;
   auto* devices = static_cast<uint8_t*>(MapPages(capacity));
@@ -344,21 +356,11 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
     if (__builtin_expect(stale, 0)) {
       placed = InsertSlow(shard, hash, Pack(record, size, sequence, time_offset), record.device);
     } else {
-      // The free list's head (most inserts after the first frees) without
-      // a call; NewRecord for the rest.
-      uint32_t number = shard.free_head - 1;
-      if (__builtin_expect(shard.free_head != 0, 1)) {
-        shard.free_head = static_cast<uint32_t>(RecordAt(shard, number).size_word);
-        placed = true;
-      } else {
-        placed = NewRecord(shard, &number);
-      }
+      uint32_t number;
+      placed = NewRecord(shard, &number);
       if (placed) {
         RecordAt(shard, number) = Pack(record, size, sequence, time_offset);
-        // The heap's records have no device and no column: nothing to do.
-        if (__builtin_expect(number < shard.device_capacity || record.device != 0, 0)) {
-          SetDevice(shard, number, record.device);
-        }
+        SetDevice(shard, number, record.device);
         index[i] = (number + 1) | StoredDistance(distance) | tag;
         ++shard.count;
       }

@@ -210,7 +210,11 @@ class LiveTable {
   // Insert's rare cases, out of line: the index must grow first (or does
   // not exist yet), or a record is at the address already.
   bool InsertSlow(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
+  // A record for a new entry: the free list's head inline, else
+  // NewRecordAtEnd (a chunk's next record, mapping chunks as needed); false
+  // when the arena refuses.
   static bool NewRecord(Shard& shard, uint32_t* number);
+  static bool NewRecordAtEnd(Shard& shard, uint32_t* number);
   // Frees record `number` and empties its index slot `slot`.
   static void EraseSlot(Shard& shard, uint32_t* slot, uint32_t number);
   // Counts record `number` (at index slot `slot`) as freed, then erases it.
@@ -220,7 +224,10 @@ class LiveTable {
   static bool Place(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
   // The device column (see above): keeps `device` for record `number`
   // (when the column cannot grow, the record keeps none), and reads it.
+  // Inline for the usual case (no device beyond the column: nothing to do);
+  // GrowDevices out of line.
   static void SetDevice(Shard& shard, uint32_t number, uint8_t device);
+  static void GrowDevices(Shard& shard, uint32_t number, uint8_t device);
   static uint8_t DeviceAt(const Shard& shard, uint32_t number) {
     return number < shard.device_capacity ? shard.devices[number] : 0;
   }

@@ -232,8 +232,7 @@ struct MemoFrame {
   // kept; slots are 8-aligned), and in the low bits:
   uintptr_t step;
 };
-constexpr uintptr_t kStepUsesBp = 1;   // its CFA is rbp-based (or: unknown step)
-constexpr uintptr_t kStepNeedsBp = 2;  // the walk on from here reads this frame's rbp
+constexpr uintptr_t kStepUsesBp = 1;  // its CFA is rbp-based (or: unknown step)
 constexpr uintptr_t kStepFlags = 7;
 
 inline uintptr_t SlotOfStep(uintptr_t step) { return step & ~kStepFlags; }
@@ -256,8 +255,10 @@ struct WalkMemo {
   // return addresses, outermost first; kept in step with the frames, so a
   // walk that ends as the memo does has its stack's hash without hashing it.
   uint64_t fold[kMemoFrames];
-  // Bit i: step[i] has kStepNeedsBp, so a reuse tests four frames' flags
-  // with one shift and mask.
+  // Bit i: the walk on from frame i reads its rbp (its step is rbp-based,
+  // or keeps rbp for a frame further out that reads it), so frame i is
+  // reused only with the same rbp; a reuse tests four frames with one shift
+  // and mask.
   uint64_t needs_bp;
 
   MemoFrame Frame(int i) const { return {ip[i], sp[i], bp[i], step[i]}; }
@@ -265,7 +266,7 @@ struct WalkMemo {
 
 // Stores `kept[0..count)` (a walk's frames, innermost first) as
 // memo frames first..first + count (outermost first), in one pass: each
-// frame's kStepNeedsBp and its bit of needs_bp (given whether the frame
+// frame's bit of needs_bp (given whether the frame
 // outside `first` needs its rbp), and the fold of the hash over its return
 // address.
 void StoreFrames(WalkMemo& memo, int first, const MemoFrame* kept, int count, bool outer_needs) {
@@ -273,10 +274,9 @@ void StoreFrames(WalkMemo& memo, int first, const MemoFrame* kept, int count, bo
   uint64_t mask = memo.needs_bp & ((uint64_t{1} << first) - 1);
   uint64_t state = first == 0 ? kStackHashSeed : memo.fold[first - 1];
   for (int i = 0; i < count; ++i) {
-    MemoFrame frame = kept[count - 1 - i];
+    const MemoFrame& frame = kept[count - 1 - i];
     const bool needs =
         (frame.step & kStepUsesBp) != 0 || (SlotOfStep(frame.step) == 0 && outer_needs);
-    frame.step = (frame.step & ~kStepNeedsBp) | (needs ? kStepNeedsBp : 0);
     memo.ip[first + i] = frame.ip;
     memo.sp[first + i] = frame.sp;
     memo.bp[first + i] = frame.bp;
@@ -363,7 +363,7 @@ class Walk {
       if (join >= 0) {
         while (join >= 0 && memo.sp[join] < sp) --join;
         if (join >= 0 && memo.sp[join] == sp && memo.ip[join] == ip &&
-            ((memo.step[join] & kStepNeedsBp) == 0 || memo.bp[join] == bp)) {
+            (((memo.needs_bp >> join) & 1) == 0 || memo.bp[join] == bp)) {
           if (Reuse(join, bp)) return count_;
           // A slot changed above the last frame reused, or the remembered
           // walk ended at its own depth limit: go on from that frame. The
