@@ -95,6 +95,9 @@ RETAIN_EXPORT void free(void* pointer) noexcept {
   }
   if (PassThrough()) return g_real.free(pointer);
   BusyScope scope;
+  // glibc's free reads the block's header, just below it: its line, often
+  // not in this core's cache, now arrives while the table is searched.
+  __builtin_prefetch(static_cast<const char*>(pointer) - sizeof(size_t));
   RecordHeapFree(pointer);
   g_real.free(pointer);
 }

@@ -376,18 +376,26 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
   return true;
 }
 
-void LiveTable::Prefetch(uintptr_t address) {
-  const uint64_t hash = Hash(address);
-  const Shard& shard = ShardFor(address, hash);
+__attribute__((always_inline)) inline void LiveTable::PrefetchIndex(const Shard& shard,
+                                                                    uint64_t hash) {
   uint32_t* const index = __atomic_load_n(&shard.index, __ATOMIC_RELAXED);
   const uint32_t capacity = __atomic_load_n(&shard.index_capacity, __ATOMIC_RELAXED);
   if (index == nullptr || capacity == 0) return;
   __builtin_prefetch(&index[Home(hash, capacity)], 1);
 }
 
+void LiveTable::Prefetch(uintptr_t address) {
+  const uint64_t hash = Hash(address);
+  PrefetchIndex(ShardFor(address, hash), hash);
+}
+
 bool LiveTable::Remove(uintptr_t address) {
   const uint64_t hash = Hash(address);
   Shard& shard = ShardFor(address, hash);
+  // Before the lock: its locked exchange would hold the index's load back
+  // until it completes, and the index line is often not in the core's cache
+  // (the block was allocated long ago).
+  PrefetchIndex(shard, hash);
   SpinLockHolder hold(shard.lock);
   uint32_t number;
   uint32_t* slot = Find(shard, hash, address, &number);

@@ -207,6 +207,8 @@ class LiveTable {
   static uint32_t* ProbeFrom(const Shard& shard, uint64_t hash, uintptr_t address, uint32_t i,
                              uint32_t distance, uint32_t* number);
   static bool GrowIndex(Shard& shard);
+  // Prefetch's work, for a shard and hash already known (racy, like it).
+  static void PrefetchIndex(const Shard& shard, uint64_t hash);
   // Insert's rare cases, out of line: the index must grow first (or does
   // not exist yet), or a record is at the address already.
   bool InsertSlow(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
