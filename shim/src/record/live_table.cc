@@ -316,13 +316,22 @@ __attribute__((noinline)) bool LiveTable::InsertSlow(Shard& shard, uint64_t hash
   return Place(shard, hash, packed, device);
 }
 
+LiveTable::Spot LiveTable::Locate(uintptr_t address) {
+  const uint64_t hash = Hash(address);
+  return {&ShardFor(address, hash), hash};
+}
+
 bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
+  return Insert(record, births, Locate(record.address));
+}
+
+bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births, const Spot& spot) {
   // As packed, so counters agree.
   const uint64_t size = record.size < kMaxSize ? record.size : kMaxSize;
   if (__builtin_expect(births_ != &births, 0))
     __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
-  const uint64_t hash = Hash(record.address);
-  Shard& shard = ShardFor(record.address, hash);
+  const uint64_t hash = spot.hash;
+  Shard& shard = *spot.shard;
   SpinLockHolder hold(shard.lock);
   uint16_t time_offset;
   const uint64_t sequence = births.Take(record.thread_id, record.birth_time_us, &time_offset);
@@ -384,10 +393,7 @@ __attribute__((always_inline)) inline void LiveTable::PrefetchIndex(const Shard&
   __builtin_prefetch(&index[Home(hash, capacity)], 1);
 }
 
-void LiveTable::Prefetch(uintptr_t address) {
-  const uint64_t hash = Hash(address);
-  PrefetchIndex(ShardFor(address, hash), hash);
-}
+void LiveTable::Prefetch(const Spot& spot) { PrefetchIndex(*spot.shard, spot.hash); }
 
 bool LiveTable::Remove(uintptr_t address) {
   const uint64_t hash = Hash(address);

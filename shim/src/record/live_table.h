@@ -73,16 +73,24 @@ class LiveTable {
   // memory (still counted as allocated).
   bool Insert(const LiveRecord& record, BirthSequence& births);
 
+  // Where an address's record lives: its shard and hash, computed once for
+  // a caller that both prefetches and inserts (the region lookup and the
+  // hash are ~25 instructions).
+  struct Spot;
+  Spot Locate(uintptr_t address);
+  // Insert, for a `spot` that Locate gave for record.address.
+  bool Insert(const LiveRecord& record, BirthSequence& births, const Spot& spot);
+
   // Removes the record at `address` and counts it as freed. Returns false
   // (and counts nothing) when there is none.
   bool Remove(uintptr_t address);
 
-  // Asks the CPU to fetch the index line an Insert or Remove of `address`
-  // will probe first, without the lock: the recorder calls it before the
-  // stack walk, so the line arrives while the walk runs. Reads the shard's
-  // index pointer and size racily (a prefetch of a stale address is
-  // harmless: it never faults); writes nothing.
-  void Prefetch(uintptr_t address);
+  // Asks the CPU to fetch the index line an Insert at `spot` will probe
+  // first, without the lock: the recorder calls it before the stack walk,
+  // so the line arrives while the walk runs. Reads the shard's index
+  // pointer and size racily (a prefetch of a stale address is harmless: it
+  // never faults); writes nothing.
+  void Prefetch(const Spot& spot);
 
   // Removes the record at `address` without counting it, copying it to
   // `*out`: for realloc, which must free the old record before the real call
@@ -184,6 +192,14 @@ class LiveTable {
   };
 
   static uint64_t Hash(uintptr_t address);
+
+ public:
+  struct Spot {
+    Shard* shard;
+    uint64_t hash;
+  };
+
+ private:
   // The group of `address`'s 64 MiB region (record/region_groups.h), and
   // in it one of kShardsPerGroup shards by the hash's top bits.
   static constexpr int kShardsPerGroup = kShardCount / RegionGroups::kGroups;

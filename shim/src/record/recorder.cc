@@ -86,10 +86,11 @@ LiveRecord NewRecord(uintptr_t address, uint64_t size, Kind kind) {
 
 void RecordHeapAlloc(void* pointer, size_t size) {
   int saved = errno;
-  g_heap.Prefetch(reinterpret_cast<uintptr_t>(pointer));  // arrives during the walk
+  const LiveTable::Spot spot = g_heap.Locate(reinterpret_cast<uintptr_t>(pointer));
+  g_heap.Prefetch(spot);  // the index line arrives during the walk
   LiveRecord record = NewRecord(reinterpret_cast<uintptr_t>(pointer), size, HostKind(Kind::kHeap));
   if (g_sample_interval != 0) SampledInsert(record.address);
-  if (!g_heap.Insert(record, g_births)) {
+  if (!g_heap.Insert(record, g_births, spot)) {
     g_dropped_live_bytes.fetch_add(UsableSize(pointer), std::memory_order_relaxed);
     g_dropped_live_count.fetch_add(1, std::memory_order_relaxed);
   }
