@@ -289,14 +289,7 @@ void StoreFrames(WalkMemo& memo, int first, const MemoFrame* kept, int count, bo
   memo.needs_bp = mask;
 }
 
-// A thread's memo, and beside it (in the same per-thread memory, not the
-// walk's business) its recent stack ids (unwind/stack_table.h).
-struct ThreadWalkState {
-  WalkMemo memo;
-  RecentStacks recent_stacks;
-};
-
-// They are 3.5 KiB: not in TLS, whose initial-exec part must stay small (a
+// Memos are 2.5 KiB: not in TLS, whose initial-exec part must stay small (a
 // copy of libretain.so that the Vulkan loader dlopen()s in a process without
 // LD_PRELOAD gets its TLS from glibc's small static TLS surplus). They live
 // in slots keyed by the thread's stack top, which no two live threads share:
@@ -307,19 +300,19 @@ struct ThreadWalkState {
 // a few probes, the thread walks without a memo.
 struct MemoSlot {
   std::atomic<uintptr_t> key;  // stack_high of the owner; 0 = free
-  std::atomic<ThreadWalkState*> state;
+  std::atomic<WalkMemo*> memo;
 };
 constexpr uint32_t kMemoSlots = 1024;
 constexpr uint32_t kMemoProbes = 8;
 MemoSlot g_memo_slots[kMemoSlots];
 
-// This thread's memo and recent stacks, or nullptr.
-ThreadWalkState* WalkStateOf(uintptr_t stack_high) {
+// This thread's memo, or nullptr.
+WalkMemo* ThreadMemo(uintptr_t stack_high) {
   const uint32_t cached = g_thread.cfi_memo_slot;
   if (cached != 0) {
     MemoSlot& slot = g_memo_slots[cached - 1];
     if (slot.key.load(std::memory_order_relaxed) == stack_high) {
-      return slot.state.load(std::memory_order_relaxed);
+      return slot.memo.load(std::memory_order_relaxed);
     }
   }
   const uint32_t home = static_cast<uint32_t>((stack_high >> 12) * 0x9e3779b1u) % kMemoSlots;
@@ -331,16 +324,15 @@ ThreadWalkState* WalkStateOf(uintptr_t stack_high) {
                                               key, stack_high, std::memory_order_acq_rel))) {
       continue;  // another thread's stack (or just claimed by one)
     }
-    // Only the owner gets here: it allocates the state on first use.
-    ThreadWalkState* state = slot.state.load(std::memory_order_acquire);
-    if (state == nullptr) {
-      // Zeroed: an empty memo, no recent stacks.
-      state = static_cast<ThreadWalkState*>(ArenaAllocate(sizeof(ThreadWalkState)));
-      if (state == nullptr) return nullptr;
-      slot.state.store(state, std::memory_order_release);
+    // Only the owner gets here: it allocates the memo on first use.
+    WalkMemo* memo = slot.memo.load(std::memory_order_acquire);
+    if (memo == nullptr) {
+      memo = static_cast<WalkMemo*>(ArenaAllocate(sizeof(WalkMemo)));  // zeroed: empty
+      if (memo == nullptr) return nullptr;
+      slot.memo.store(memo, std::memory_order_release);
     }
     g_thread.cfi_memo_slot = index + 1;
-    return state;
+    return memo;
   }
   return nullptr;
 }
@@ -648,16 +640,13 @@ __attribute__((noinline, cold)) int WalkThroughGo(uint64_t* cache, uint64_t rule
 
 int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
               uintptr_t* frames, int max, CfiStackHash* hash) {
-  if (hash != nullptr) {
-    hash->known = false;
-    hash->recent = nullptr;
-  }
+  if (hash != nullptr) hash->known = false;
 #if defined(__x86_64__)
   uint64_t* cache = Cache();
   if (cache == nullptr) return -1;
   if (regs.sp < stack_low || regs.sp >= stack_high || (regs.sp & 7) != 0) return -1;
-  ThreadWalkState* state = WalkStateOf(stack_high);
-  if (state == nullptr) {
+  WalkMemo* memo = ThreadMemo(stack_high);
+  if (memo == nullptr) {
     // No slot for this thread: walk with an empty memo on the stack (not
     // kept afterwards). Only its header is read while empty.
     WalkMemo scratch;
@@ -670,7 +659,6 @@ int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_
     }
     return count;
   }
-  WalkMemo* memo = &state->memo;
   Walk walk{cache, memo, stack_low, stack_high, frames, max};
   const int count = walk.Run(regs);
   // Stopped at Go code (a cgo program): the one branch programs without Go
@@ -682,12 +670,9 @@ int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_
   // The memo now holds this walk's frames exactly when its count is the
   // walk's, short of the depth limit (a walk cut there leaves the memo
   // longer than itself): then its fold is this stack's.
-  if (hash != nullptr) {
-    hash->recent = &state->recent_stacks;
-    if (count > 0 && count < max && memo->count == count) {
-      hash->known = true;
-      hash->value = StackHashFinish(memo->fold[count - 1], count, false);
-    }
+  if (hash != nullptr && count > 0 && count < max && memo->count == count) {
+    hash->known = true;
+    hash->value = StackHashFinish(memo->fold[count - 1], count, false);
   }
   return count;
 #else

@@ -49,8 +49,6 @@
 
 #include <cstdint>
 
-#include "unwind/stack_table.h"
-
 namespace retain::shim {
 
 // The three registers a walk tracks, at a call site: `ip` is a return
@@ -77,12 +75,10 @@ inline UnwindRegisters CallerOfFrame(const uintptr_t* fp) {
 // `hash`, when not null, receives StackHash(frames, count, false)
 // (unwind/stack_hash.h) when the walk could give it without hashing every
 // frame (it ended as the thread's memo of it does, below `max`); else
-// hash->known is false. `hash->recent` receives the thread's RecentStacks
-// (unwind/stack_table.h), kept beside its memo; null when it has none.
+// hash->known is false.
 struct CfiStackHash {
   bool known;
   uint64_t value;
-  RecentStacks* recent;
 };
 // `regs` by reference: a 24-byte struct by value is copied through memory
 // with a 16-byte load of two 8-byte stores, which stalls store forwarding.

@@ -13,7 +13,6 @@
 #include "unwind/go_runtime.h"
 #include "unwind/libunwind_isolation.h"
 #include "unwind/module_table.h"
-#include "unwind/stack_hash.h"
 #include "unwind/stack_table.h"
 
 namespace retain::shim {
@@ -239,7 +238,7 @@ void LoadEarlyUnwinder() {
 __attribute__((noinline)) uint32_t CaptureStackId() {
   uintptr_t frames[kMaxDepth + kCaptureSlack];
   const int depth = GetConfig().depth;
-  CfiStackHash hash{false, 0, nullptr};
+  CfiStackHash hash{false, 0};
   int count = CaptureRaw(frames, depth + kCaptureSlack, &hash);
   // Drop the shim's own frames (hook, recorder, capture).
   const uintptr_t begin = ShimCodeBegin();
@@ -256,9 +255,8 @@ __attribute__((noinline)) uint32_t CaptureStackId() {
   // A CFI walk that reused the thread's previous one hashed only its new
   // frames (unwind/stack_hash.h). It holds no shim frames and was not cut.
   if (hash.known && skip == 0 && !truncated)
-    return InternStackHashed(frames, kept, false, hash.value, hash.recent);
-  return InternStackHashed(frames + skip, kept, truncated,
-                           StackHash(frames + skip, kept, truncated), hash.recent);
+    return InternStackHashed(frames, kept, false, hash.value);
+  return InternStack(frames + skip, kept, truncated);
 }
 
 uint64_t UnwindFailures() { return g_unwind_failures.load(std::memory_order_relaxed); }

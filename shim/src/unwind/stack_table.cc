@@ -93,7 +93,6 @@ bool PublishId(StackEntry* entry) {
 std::atomic<uint64_t>* Cache() { return MapOnce(g_cache, size_t{1} << kCacheBits); }
 
 uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
-uint32_t InternSharedCached(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
 
 }  // namespace
 
@@ -101,22 +100,7 @@ uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
   return InternStackHashed(frames, depth, truncated, StackHash(frames, depth, truncated));
 }
 
-uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, uint64_t hash,
-                           RecentStacks* recent) {
-  RecentStacks::Slot* mine = nullptr;
-  if (recent != nullptr) {
-    mine = &recent->slots[hash % RecentStacks::kSlots];
-    if (mine->hash == hash && mine->id != 0) return mine->id;
-  }
-  const uint32_t id = InternSharedCached(frames, depth, truncated, hash);
-  if (mine != nullptr && id != 0) *mine = {hash, id};
-  return id;
-}
-
-namespace {
-
-// The hash -> id cache, then the table.
-uint32_t InternSharedCached(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
+uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
   std::atomic<uint64_t>* cache = Cache();
   // The set: one cache line of kCacheWays words, chosen by the hash's top
   // bits; a word holds the hash's low 40 bits over the id.
@@ -140,6 +124,8 @@ uint32_t InternSharedCached(const uintptr_t* frames, int depth, bool truncated, 
   }
   return id;
 }
+
+namespace {
 
 uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
   std::atomic<StackEntry*>* buckets = Buckets();

@@ -20,13 +20,6 @@
 // of cache lines, where one word per line over 512 KiB missed the CPU's
 // cache on nearly every capture.
 //
-// Even so the set's line is mostly not in the core's cache when a capture
-// asks (its neighbours were last read thousands of captures ago, or written
-// by the other core). So a thread may keep its own few recent stacks in
-// front of it (RecentStacks): a loop that allocates from one place, or a
-// handler that repeats a handful of stacks, finds its id in a line of its
-// own, with the whole 64-bit hash compared.
-//
 // Thread-safe. Never allocates from the host heap. Not async-signal-safe.
 #ifndef RETAIN_SHIM_SRC_UNWIND_STACK_TABLE_H_
 #define RETAIN_SHIM_SRC_UNWIND_STACK_TABLE_H_
@@ -46,19 +39,6 @@ struct StackEntry {
   uintptr_t frames[];  // `depth` return addresses, innermost first
 };
 
-// One thread's recently interned stacks: hash -> id, direct-mapped by the
-// hash's low bits, 1 KiB. Zero-filled is empty. Read and written by its
-// thread only; ids never change once given, so entries stay right for the
-// life of the process (and a thread that inherits another's may use them).
-struct RecentStacks {
-  static constexpr int kSlots = 64;
-  struct Slot {
-    uint64_t hash;
-    uint32_t id;  // 0: empty
-  };
-  Slot slots[kSlots];
-};
-
 // Interns `frames[0..depth)`. Returns its id (>= 1), or 0 when the arena is
 // full (the stack is then not kept; callers record id 0).
 uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated);
@@ -66,10 +46,8 @@ uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated);
 // The same, for a caller that already has StackHash(frames, depth,
 // truncated) (unwind/stack_hash.h: the CFI walker folds it while walking).
 // `hash` must be exactly that value: a hit in the hash -> id cache is
-// trusted without comparing frames. `recent`, when not null, is the calling
-// thread's own RecentStacks, asked first and filled.
-uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, uint64_t hash,
-                           RecentStacks* recent = nullptr);
+// trusted without comparing frames.
+uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
 
 // The entry with id `id`, or nullptr. Ids from 1 to StackCount().
 const StackEntry* FindStackById(uint32_t id);

@@ -7,8 +7,6 @@
 #include <thread>
 #include <vector>
 
-#include "unwind/stack_hash.h"
-
 namespace retain::shim {
 namespace {
 
@@ -95,50 +93,6 @@ TEST(StackTableTest, ManyStacksThroughTheCacheKeepTheirIds) {
     ASSERT_EQ(entry->depth, 12);
     for (int f = 0; f < 12; ++f) EXPECT_EQ(entry->frames[f], frames[f]);
   }
-}
-
-// A thread's RecentStacks gives the ids the shared table gives, for more
-// stacks than it has slots (each slot overwritten many times), and keeps
-// the last one interned through each slot.
-TEST(StackTableTest, RecentStacksGiveTheSharedIds) {
-  constexpr int kStacks = 5000;
-  RecentStacks recent{};
-  std::vector<uint32_t> ids(kStacks);
-  for (int round = 0; round < 3; ++round) {
-    for (int i = 0; i < kStacks; ++i) {
-      const uintptr_t frames[3] = {0x7100000u + uintptr_t(i) * 16, 0x7200000, 0x7300000};
-      const uint64_t hash = StackHash(frames, 3, false);
-      const uint32_t id = InternStackHashed(frames, 3, false, hash, &recent);
-      ASSERT_NE(id, 0u);
-      if (round == 0) ids[i] = id;
-      ASSERT_EQ(id, ids[i]) << i;
-      ASSERT_EQ(id, InternStack(frames, 3, false)) << i;
-      const RecentStacks::Slot& slot = recent.slots[hash % RecentStacks::kSlots];
-      EXPECT_EQ(slot.hash, hash);
-      EXPECT_EQ(slot.id, id);
-    }
-  }
-}
-
-// A slot of RecentStacks is trusted on its whole 64-bit hash (that is the
-// point: no shared line, no frame comparison), and an empty one (id 0) is
-// never an answer, even for a stack whose hash is 0.
-TEST(StackTableTest, RecentStacksAreTrustedOnTheirHashAlone) {
-  const uintptr_t frames[2] = {0x7400000, 0x7500000};
-  const uint64_t hash = StackHash(frames, 2, false);
-  const uint32_t id = InternStack(frames, 2, false);
-  RecentStacks recent{};
-  recent.slots[hash % RecentStacks::kSlots] = {hash, id + 1000};
-  EXPECT_EQ(InternStackHashed(frames, 2, false, hash, &recent), id + 1000);
-  recent.slots[hash % RecentStacks::kSlots] = {hash ^ 1, id + 1000};
-  EXPECT_EQ(InternStackHashed(frames, 2, false, hash, &recent), id);
-
-  RecentStacks empty{};
-  const uintptr_t other[2] = {0x7600000, 0x7700000};
-  const uint32_t other_id = InternStackHashed(other, 2, false, 0, &empty);  // a hash of 0
-  ASSERT_NE(other_id, 0u);
-  EXPECT_EQ(InternStackHashed(other, 2, false, 0, &empty), other_id);
-  EXPECT_EQ(empty.slots[0].id, other_id);
 }
 
 }  // namespace
