@@ -163,18 +163,25 @@ RssLevel LevelOf(const v1::Snapshot& s, const absl::flat_hash_map<KindDomain, Ki
   level.allocator_free_held = free_held - level.allocator_free_trimmed;
   level.shim_own = static_cast<int64_t>(s.health().arena_bytes());
   level.untracked = level.anon_swap - level.tracked_anon - level.allocator_free_held;
+  level.estimated = s.header().sample_interval_bytes() != 0;
   return level;
 }
 
 std::string AddsUpProblem(const RssLevel& level, const std::string& name) {
   if (level.untracked >= 0) return "";
-  return absl::StrCat("the RSS explanation of ", name, " does not add up: tracked resident ",
-                      HumanBytes(static_cast<uint64_t>(std::max<int64_t>(level.tracked_anon, 0))),
-                      " + allocator-held free ",
-                      HumanBytes(static_cast<uint64_t>(level.allocator_free_held)),
-                      " exceed RssAnon+VmSwap ", HumanBytes(static_cast<uint64_t>(level.anon_swap)),
-                      " by ", HumanBytes(static_cast<uint64_t>(-level.untracked)),
-                      " (a bug in the snapshot or in retain-diff: resident bytes are memory)");
+  // Exact resident bytes are memory: more of them than the process has is a
+  // bug. An estimate from samples may overshoot by its sampling error.
+  const char* const cause =
+      level.estimated ? "the heap's resident bytes are estimated from samples (RETAIN_SAMPLE): "
+                        "within their sampling error, not a bug"
+                      : "a bug in the snapshot or in retain-diff: resident bytes are memory";
+  return absl::StrCat(
+      "the RSS explanation of ", name, " does not add up: tracked resident ",
+      level.estimated ? "(estimated) " : "",
+      HumanBytes(static_cast<uint64_t>(std::max<int64_t>(level.tracked_anon, 0))),
+      " + allocator-held free ", HumanBytes(static_cast<uint64_t>(level.allocator_free_held)),
+      " exceed RssAnon+VmSwap ", HumanBytes(static_cast<uint64_t>(level.anon_swap)), " by ",
+      HumanBytes(static_cast<uint64_t>(-level.untracked)), " (", cause, ")");
 }
 
 RssExplanation ExplainRss(const v1::Snapshot* before, const v1::Snapshot& after, Measure measure,

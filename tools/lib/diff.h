@@ -104,6 +104,10 @@ struct RssLevel {
   // RssAnon+VmSwap by, at most the RSS the trims returned; else 0. So a
   // level after a trim adds up, and one that still does not is a bug.
   int64_t allocator_free_trimmed = 0;
+  // The snapshot was sampled (RETAIN_SAMPLE): its tracked heap is an
+  // estimate scaled from the samples, which may exceed what is resident
+  // without anything being wrong.
+  bool estimated = false;
 };
 
 // Why RSS grew, as far as the snapshots can tell.

@@ -358,6 +358,21 @@ TEST_F(Residency, ARestBelowZeroIsAWarningNotAClamp) {
   EXPECT_THAT(json, HasSubstr("\"warnings\":[\"the RSS explanation of after.pb does not add up"));
 }
 
+// A sampled snapshot's heap is an estimate: one that overshoots what is
+// resident is still reported, as the estimate it is, not as a bug.
+TEST_F(Residency, AnEstimateThatOvershootsIsNotCalledABug) {
+  v1::Snapshot after = SnapshotOf(kBuffers, {60 * kMiB, 0, 7 * kMiB}, true);
+  after.mutable_header()->set_sample_interval_bytes(512 * 1024);
+  const DiffResult diff = Diff(nullptr, after);
+  EXPECT_TRUE(diff.estimated);
+  EXPECT_EQ(diff.rss.after_level.untracked, -37 * kMiB);
+  EXPECT_EQ(diff.rss.adds_up_warning,
+            "the RSS explanation of after.pb does not add up: tracked resident (estimated) 90.0 "
+            "MiB + allocator-held free 7.0 MiB exceed RssAnon+VmSwap 60.0 MiB by 37.0 MiB (the "
+            "heap's resident bytes are estimated from samples (RETAIN_SAMPLE): within their "
+            "sampling error, not a bug)");
+}
+
 // A snapshot of an older shim: allocated bytes are all there is. One warning
 // line, the old layout and the old numbers; nothing on standard error and
 // no JSON warning (the end-to-end tests of real snapshots expect none).
