@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "unwind/stack_hash.h"
+
 namespace retain::shim {
 namespace {
 
@@ -92,6 +94,39 @@ TEST(StackTableTest, ManyStacksThroughTheCacheKeepTheirIds) {
     ASSERT_NE(entry, nullptr);
     ASSERT_EQ(entry->depth, 12);
     for (int f = 0; f < 12; ++f) EXPECT_EQ(entry->frames[f], frames[f]);
+  }
+}
+
+// A stack cut at the depth limit is hashed in four lanes
+// (TruncatedStackHash), not by the fold: a change in any one frame still
+// changes its hash, it never equals the same frames' uncut hash, and the
+// table keeps it exactly like any other stack.
+TEST(StackTableTest, TruncatedStacksAreHashedInLanesAndKeptExactly) {
+  for (int depth : {1, 2, 3, 4, 5, 7, 48}) {
+    std::vector<uintptr_t> frames(depth);
+    for (int i = 0; i < depth; ++i) frames[i] = 0x7f0000001000u + uintptr_t(i) * 0x40;
+    const uint64_t hash = StackHash(frames.data(), depth, true);
+    EXPECT_EQ(hash, TruncatedStackHash(frames.data(), depth));
+    EXPECT_NE(hash, StackHash(frames.data(), depth, false));
+    for (int i = 0; i < depth; ++i) {
+      std::vector<uintptr_t> changed = frames;
+      changed[i] ^= 0x10;
+      EXPECT_NE(StackHash(changed.data(), depth, true), hash) << depth << " " << i;
+    }
+    if (depth >= 2) {  // two frames swapped: another stack, another hash
+      std::vector<uintptr_t> swapped = frames;
+      std::swap(swapped[0], swapped[1]);
+      EXPECT_NE(StackHash(swapped.data(), depth, true), hash) << depth;
+    }
+    const uint32_t id = InternStack(frames.data(), depth, true);
+    ASSERT_NE(id, 0u);
+    EXPECT_EQ(InternStack(frames.data(), depth, true), id);
+    EXPECT_NE(InternStack(frames.data(), depth, false), id);
+    const StackEntry* entry = FindStackById(id);
+    ASSERT_NE(entry, nullptr);
+    EXPECT_EQ(entry->depth, depth);
+    EXPECT_EQ(entry->truncated, 1);
+    for (int i = 0; i < depth; ++i) EXPECT_EQ(entry->frames[i], frames[i]);
   }
 }
 
