@@ -263,11 +263,18 @@ TrafficTrend RunTraffic(Traffic traffic, std::map<std::string, std::string> env 
   return TrendOf(snapshots);
 }
 
-void ExpectLikeTheBaseline(const TrafficTrend& trend) {
+// `concurrent`: four clients at once may complete the requests that fill the
+// cache between two snapshots (request counts 2, 6, 6, 6, ...), which reads
+// `warm-up`, "a plateau reached in one step"; also bounded, never bad.
+void ExpectLikeTheBaseline(const TrafficTrend& trend, bool concurrent = false) {
   EXPECT_EQ(trend.trie.verdict, "linear") << trend.text;
   EXPECT_NEAR(trend.trie.bytes_per_request, kTrieBytesPerRequest, 0.05 * kTrieBytesPerRequest)
       << trend.text;
-  EXPECT_EQ(trend.cache.verdict, "plateau") << trend.text;
+  if (concurrent) {
+    EXPECT_TRUE(trend.cache.verdict == "plateau" || trend.cache.verdict == "warm-up") << trend.text;
+  } else {
+    EXPECT_EQ(trend.cache.verdict, "plateau") << trend.text;
+  }
   // 4 states of 1 MiB, and the prompts' copies (under 1 KiB each).
   EXPECT_NEAR(trend.cache.level, kCacheBytes, 4 * 1024) << trend.text;
 }
@@ -325,7 +332,7 @@ TEST(SimTrafficTest, FourConcurrentClientsOnFourSlotsGiveTheSameSlope) {
   constexpr int kConcurrentRequests = 64;
   TrafficTrend trend = RunTraffic(Traffic::kConcurrent, {}, kConcurrentRequests);
   ExpectIncreasingTo(trend.x, kConcurrentRequests);
-  ExpectLikeTheBaseline(trend);
+  ExpectLikeTheBaseline(trend, /*concurrent=*/true);
 }
 
 TEST(SimTrafficTest, SampledRunsGiveTheSameVerdictsMarkedAsEstimates) {
@@ -402,8 +409,11 @@ TEST(SimTrafficTest, KeepAliveThroughTheFrontDoorReadsAsWithTheSniffer) {
 // writes on the thread that sent it), while the other clients go on, so a
 // cache that fills within the first few requests can be caught in one step
 // between two snapshots: `warm-up`, "a plateau reached in one step", where
-// the sniffer's denser early snapshots read `plateau` (seen in 2 runs of
-// 13 on a loaded two-core machine). Both say bounded.
+// the sniffer's denser early snapshots mostly read `plateau` (seen in 2 runs
+// of 13 on a loaded two-core machine). The sniffer's run can be caught so too
+// when the four clients' responses land together just after its first
+// snapshot (request counts 2, 6, 6, 6, ...: seen once in 5 runs). Both
+// verdicts say bounded, at the same level.
 TEST(SimTrafficTest, FourConcurrentClientsThroughTheFrontDoorReadAsWithTheSniffer) {
   constexpr int kConcurrentRequests = 64;
   TrafficTrend sniffed = RunTraffic(Traffic::kConcurrent, {}, kConcurrentRequests);
@@ -418,7 +428,7 @@ TEST(SimTrafficTest, FourConcurrentClientsThroughTheFrontDoorReadAsWithTheSniffe
               0.05 * kTrieBytesPerRequest)
       << relayed.text << "\n"
       << sniffed.text;
-  EXPECT_EQ(sniffed.cache.verdict, "plateau") << sniffed.text;
+  ExpectLikeTheBaseline(sniffed, /*concurrent=*/true);
   EXPECT_TRUE(relayed.cache.verdict == "plateau" || relayed.cache.verdict == "warm-up")
       << relayed.text;
   EXPECT_NEAR(relayed.cache.level, kCacheBytes, 4 * 1024) << relayed.text;
