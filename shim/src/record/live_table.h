@@ -76,7 +76,7 @@ class LiveTable {
   // Where an address's record lives: its shard and hash, computed once for
   // a caller that both prefetches and inserts (the region lookup and the
   // hash are ~25 instructions).
-  struct Spot;
+  struct Spot;  // {shard, hash}: defined below, after the private Shard it points to
   Spot Locate(uintptr_t address);
   // Insert, for a `spot` that Locate gave for record.address.
   bool Insert(const LiveRecord& record, BirthSequence& births, const Spot& spot);
@@ -194,6 +194,7 @@ class LiveTable {
   static uint64_t Hash(uintptr_t address);
 
  public:
+  // Declared with Locate above; here because it needs Shard.
   struct Spot {
     Shard* shard;
     uint64_t hash;
