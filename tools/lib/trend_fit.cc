@@ -275,8 +275,15 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
     // (a cache filled up before it), else at the rate over the series.
     fit.verdict = Verdict::kLinear;
     const double before = FitLine(x, y, 0, band_begin).slope;
-    if (std::abs(band.line.slope - before) >
-        kRateChange * std::max(std::abs(band.line.slope), std::abs(before))) {
+    // A short segment's slope is only as good as its request counts, each
+    // of which may be off by x_uncertainty (requests in flight when it was
+    // captured): over a span s that moves the slope by up to 2u/s of itself,
+    // and a change within that is no change.
+    const double span = x[n - 1] - x[band_begin];
+    const double x_slack = x_uncertainty > 0 ? 2 * x_uncertainty / std::max(span, 1.0) : 0;
+    const double larger = std::max(std::abs(band.line.slope), std::abs(before));
+    const double change = std::abs(band.line.slope - before);
+    if (change > kRateChange * larger && change > x_slack * larger) {
       fit.slope = band.line.slope;
       fit.r_squared = band.line.r_squared;
       fit.slope_error = band.slope_error;

@@ -39,8 +39,10 @@
 //          alternates between two values does not rise),
 //        - and the slope is at least 4 of its standard errors.
 //      linear: B rises (slope and fit are B's: the rate now, not the fill
-//      rate of a cache that filled up before it), or there is no split and
-//      the whole series rises.
+//      rate of a cache that filled up before it, when B's rate differs from
+//      A's by more than 25 % and by more than an error of x_uncertainty
+//      requests at B's ends could make it: 2 x_uncertainty / B's span), or
+//      there is no split and the whole series rises.
 //   5. plateau: B holds (its fitted rise is at most half of its range, or
 //      a tenth of the rise before it: entries evicted and admitted move it
 //      within a band, not upward), and the rise before it, from the first

@@ -221,6 +221,27 @@ TEST(FitTrendIssueTest, KeepAliveSnapshotsAfterTheSameRequestDoNotSteepenTheSlop
   EXPECT_NEAR(fit.slope, 26.5 * kMiB, 1e-6 * kMiB);  // not 39.7
 }
 
+// A CI run of SimTrafficTest.OneRequestPerConnectionIsTheBaseline: one
+// request in flight at a capture (x_uncertainty 1) had already added its
+// trie node, so the snapshot at x = 21 holds 22 nodes. The last three
+// request counts then fit a line of 0.64 nodes per request, which is the
+// x error over a 3-request span, not a change of rate: the slope stays the
+// series' (1,050,896 bytes per request, within 5 %).
+TEST(FitTrendIssueTest, ARequestCountOffByOneNearTheEndDoesNotChangeTheRate) {
+  constexpr double kNode = 1050896;
+  const std::vector<double> x = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                 12, 13, 15, 15, 16, 17, 18, 19, 21, 23, 24};
+  const std::vector<double> nodes = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                     12, 13, 15, 15, 16, 17, 18, 19, 22, 23, 24};
+  std::vector<double> y;
+  for (double k : nodes) y.push_back(k * kNode);
+  const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, /*x_uncertainty=*/1);
+  EXPECT_EQ(fit.verdict, Verdict::kLinear) << Show(fit);
+  EXPECT_NEAR(fit.slope, kNode, 0.05 * kNode) << Show(fit);
+  // Without the uncertainty the last three counts are taken at their word.
+  EXPECT_NEAR(FitTrend(x, y).slope, 0.643 * kNode, 0.01 * kNode);
+}
+
 TEST(FitTrendIssueTest, SampledEstimateAlternatingBetweenTwoValuesIsNeverLinear) {
   // RETAIN_SAMPLE=512KiB: 8,609,792 and 9,134,100 bytes, in every order.
   const double interval = 512 * kKiB;
