@@ -60,6 +60,10 @@ struct ThreadState {
   // 1 + the index of this thread's slot for the CFI walker's memo of its
   // previous walk (unwind/cfi_unwinder.cc); 0 = none yet.
   uint32_t cfi_memo_slot;
+  // This thread's ring of young heap records (record/nursery.h): a
+  // Nursery*, 0 until its first recorded allocation, kNoNursery when it has
+  // none (none was free, or the thread is exiting).
+  uintptr_t nursery;
   // Snapshot signals (RETAIN_SIGNAL) this thread's handler ran for, so a
   // wait they interrupted can tell and resume (hooks/wait_hooks.cc).
   uint32_t snapshot_signals;
@@ -69,6 +73,8 @@ struct ThreadState {
   // (unwind/stack_capture.cc).
   uintptr_t hook_frame;
 };
+
+inline constexpr uintptr_t kNoNursery = 1;
 
 extern __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
 

@@ -78,6 +78,7 @@ void ForkChild() {
   ArenaResetInChild();
   TagTableResetInChild();
   HeapTable().ResetLocksInChild();
+  HeapNurseriesAfterForkInChild();
   for (int i = 0; i < kGpuApiCount; ++i) {
     // The child has none of the parent's device memory (nor its GPU
     // contexts): its GPU records start empty.
@@ -129,6 +130,7 @@ __attribute__((constructor)) void ShimConstructor() {
         " pointers only");
   }
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  StartHeapNurseries();
   InstallSnapshotTriggers();
   InstallVulkanLayer();  // before main: the loader reads the environment later
   StartControlServer();

@@ -36,6 +36,8 @@
 
 namespace retain::shim {
 
+class Nurseries;
+
 // A record as the recorder builds it and the snapshot writer reads it.
 struct LiveRecord {
   uintptr_t address;  // never 0
@@ -84,6 +86,22 @@ class LiveTable {
   // Removes the record at `address` and counts it as freed. Returns false
   // (and counts nothing) when there is none.
   bool Remove(uintptr_t address);
+
+  // The heap's table: young records live in per-thread rings first
+  // (record/nursery.h), which the whole-table operations below (LockAll,
+  // CopyLocked, the counters, VisitTags...) include. Call once, before
+  // use; `births` numbers the rings' records.
+  void UseNurseries(Nurseries* nurseries, BirthSequence& births);
+  // A record born in a ring moves here with its birth number and its time
+  // offset in that number's block, counted as allocated here (the ring
+  // counts it as moved). Another record at the address (a free the shim
+  // did not see) is a missed free: the one born later stays. Returns false
+  // when it was dropped for lack of memory (counted as Insert counts it).
+  bool Adopt(const LiveRecord& record, uint16_t time_offset);
+  // A record a ring handed to realloc (Nurseries::Take): counted as
+  // allocated and detached here, so that Restore or CountFreed completes it.
+  void AdoptDetached(const LiveRecord& record);
+  void CountMissedFree() { __atomic_fetch_add(&missed_frees_, 1, __ATOMIC_RELAXED); }
 
   // Asks the CPU to fetch the index line an Insert at `spot` will probe
   // first, without the lock: the recorder calls it before the stack walk,
@@ -229,6 +247,15 @@ class LiveTable {
   // Insert's rare cases, out of line: the index must grow first (or does
   // not exist yet), or a record is at the address already.
   bool InsertSlow(Shard& shard, uint64_t hash, const PackedRecord& packed, uint8_t device);
+  // The fast path of both inserts: the empty index slot ending the run of
+  // `hash`'s home, and its distance from home, when the index need not grow
+  // and no record is at `address`; else nullptr (take the slow path).
+  static uint32_t* EndOfRun(Shard& shard, uint64_t hash, uintptr_t address, uint32_t* distance);
+  // Adds `packed` at that slot; false when the arena refuses a record.
+  static bool PlaceAt(Shard& shard, uint32_t* slot, uint32_t distance, uint64_t hash,
+                      const PackedRecord& packed, uint8_t device);
+  // Adopt's record had no room: counted as Insert counts it. Returns false.
+  bool DropAdopted(ShardCounters& counters, uint64_t size);
   // A record for a new entry: the free list's head inline, else
   // NewRecordAtEnd (a chunk's next record, mapping chunks as needed); false
   // when the arena refuses.
@@ -259,6 +286,7 @@ class LiveTable {
 
   Shard shards_[kShardCount];
   RegionGroups groups_;
+  Nurseries* nurseries_;   // the heap's: see UseNurseries
   BirthSequence* births_;  // the sequence records were numbered by
   uint64_t dropped_;       // atomic builtins, see SpinLock::locked_
   uint64_t dropped_bytes_;

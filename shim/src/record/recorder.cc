@@ -13,6 +13,7 @@
 #include "base/process_info.h"
 #include "base/thread_state.h"
 #include "record/gpu_backing.h"
+#include "record/nursery.h"
 #include "record/sampler.h"
 #include "record/tag_table.h"
 #include "unwind/stack_capture.h"
@@ -23,6 +24,7 @@ namespace {
 // constinit: hooks may run before any dynamic initialiser of this library.
 constinit LiveTable g_heap;
 constinit BirthSequence g_births;
+constinit Nurseries g_nurseries;
 std::atomic<uint64_t> g_unknown_frees;
 std::atomic<uint64_t> g_reentries;
 std::atomic<uint64_t> g_dropped_live_bytes;
@@ -84,18 +86,38 @@ LiveRecord NewRecord(uintptr_t address, uint64_t size, Kind kind) {
   return record;
 }
 
+void StartHeapNurseries() { g_nurseries.Attach(&g_heap, &g_births); }
+void HeapNurseriesAfterForkInChild() {
+  if (g_nurseries.attached()) g_nurseries.ReleaseOthersInChild();
+}
+
 void RecordHeapAlloc(void* pointer, size_t size) {
   int saved = errno;
-  const LiveTable::Spot spot = g_heap.Locate(reinterpret_cast<uintptr_t>(pointer));
-  g_heap.Prefetch(spot);  // the index line arrives during the walk
-  LiveRecord record = NewRecord(reinterpret_cast<uintptr_t>(pointer), size, HostKind(Kind::kHeap));
-  if (g_sample_interval != 0) SampledInsert(record.address);
-  if (!g_heap.Insert(record, g_births, spot)) {
-    g_dropped_live_bytes.fetch_add(UsableSize(pointer), std::memory_order_relaxed);
-    g_dropped_live_count.fetch_add(1, std::memory_order_relaxed);
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  const Kind kind = HostKind(Kind::kHeap);
+  // Full tracking keeps a heap record in its thread's ring of young ones
+  // first (record/nursery.h); sampled records and GPU drivers' blocks go to
+  // the table directly.
+  Nursery* const ring =
+      g_sample_interval == 0 && kind == Kind::kHeap ? g_nurseries.Mine() : nullptr;
+  LiveTable::Spot spot{};
+  if (ring == nullptr) {
+    spot = g_heap.Locate(address);
+    g_heap.Prefetch(spot);  // the index line arrives during the walk
   }
-  if (__builtin_expect(record.kind == Kind::kGpuDriverHost, 0)) {
-    NoteGpuHostBlock(record.address, size);
+  const LiveRecord record = NewRecord(address, size, kind);
+  uintptr_t dropped = 0;
+  if (ring != nullptr) {
+    g_nurseries.Insert(*ring, record, &dropped);
+  } else {
+    if (g_sample_interval != 0) SampledInsert(address);
+    if (!g_heap.Insert(record, g_births, spot)) dropped = address;
+    if (__builtin_expect(kind == Kind::kGpuDriverHost, 0)) NoteGpuHostBlock(address, size);
+  }
+  if (__builtin_expect(dropped != 0, 0)) {
+    g_dropped_live_bytes.fetch_add(UsableSize(reinterpret_cast<void*>(dropped)),
+                                   std::memory_order_relaxed);
+    g_dropped_live_count.fetch_add(1, std::memory_order_relaxed);
   }
   errno = saved;
 }
@@ -126,7 +148,9 @@ void RecordHeapFree(void* pointer) {
     }
     return;
   }
-  if (!g_heap.Remove(address)) {
+  const bool removed = g_nurseries.attached() ? g_nurseries.Remove(g_nurseries.MineIfAny(), address)
+                                              : g_heap.Remove(address);
+  if (!removed) {
     g_unknown_frees.fetch_add(1, std::memory_order_relaxed);
     ForgetDroppedHeapBytes(DroppedBlockUsableSize(pointer));
   }
@@ -137,7 +161,10 @@ bool TakeHeapRecord(void* pointer, LiveRecord* out) {
   if (g_sample_interval != 0) {
     return SampledMayContain(address) && g_heap.Take(address, out);
   }
-  if (g_heap.Take(address, out)) return true;
+  const bool taken = g_nurseries.attached()
+                         ? g_nurseries.Take(g_nurseries.MineIfAny(), address, out)
+                         : g_heap.Take(address, out);
+  if (taken) return true;
   g_unknown_frees.fetch_add(1, std::memory_order_relaxed);
   return false;
 }

@@ -19,6 +19,12 @@
 namespace retain::shim {
 
 // Heap (malloc family).
+// From the shim's constructor (the process's recording copy only): young
+// records go to per-thread rings (record/nursery.h) from then on.
+void StartHeapNurseries();
+// In a fork child, after the heap table's locks were reset: the rings of
+// the threads that did not come along move to the table.
+void HeapNurseriesAfterForkInChild();
 void RecordHeapAlloc(void* pointer, size_t size);
 // Call before the real free. Counts an unknown free when not recorded.
 void RecordHeapFree(void* pointer);
