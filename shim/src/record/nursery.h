@@ -107,6 +107,13 @@ class Nurseries {
   // *dropped_address is that record's address (its block is live, not
   // recorded: the recorder counts it by usable size) -- else 0.
   bool Insert(Nursery& ring, const LiveRecord& record, uintptr_t* dropped_address);
+  // The address of the record `ring`'s next Insert will move to the table
+  // (0: none), for a prefetch of its table line before the stack walk. Read
+  // without the lock (its owner's call; a slot another thread empties
+  // meanwhile only makes the prefetch useless).
+  static uintptr_t NextToMove(const Nursery& ring) {
+    return __atomic_load_n(&ring.address[ring.next & (Nursery::kSlots - 1)], __ATOMIC_RELAXED);
+  }
 
   // Removes the record at `address` wherever it is (the caller's ring
   // `mine`, may be null; the table; other threads' rings) and counts it as

@@ -100,10 +100,14 @@ void RecordHeapAlloc(void* pointer, size_t size) {
   // the table directly.
   Nursery* const ring =
       g_sample_interval == 0 && kind == Kind::kHeap ? g_nurseries.Mine() : nullptr;
+  // The table's index line for what will be inserted there (this block, or
+  // the record its ring will move) arrives during the walk.
   LiveTable::Spot spot{};
   if (ring == nullptr) {
     spot = g_heap.Locate(address);
-    g_heap.Prefetch(spot);  // the index line arrives during the walk
+    g_heap.Prefetch(spot);
+  } else if (const uintptr_t moving = Nurseries::NextToMove(*ring); moving != 0) {
+    g_heap.Prefetch(g_heap.Locate(moving));
   }
   const LiveRecord record = NewRecord(address, size, kind);
   uintptr_t dropped = 0;
