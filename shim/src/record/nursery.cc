@@ -27,9 +27,11 @@ int FindSlot(const Nursery& ring, uintptr_t address) {
 
 uint32_t KeyOf(uintptr_t address) { return static_cast<uint32_t>(address >> 4); }
 
-// For the ring's owner (its lock held): bit i set when slot i holds
-// `address`. The 4-byte keys of all 16 slots are compared at once (one
-// cache line), and a slot whose key matches is checked by its address.
+// For the ring's owner: bit i set when slot i holds `address`. The 4-byte
+// keys of all 16 slots are compared at once (one cache line), and a slot
+// whose key matches is checked by its address. Without the ring's lock, a
+// bit is a slot to check again under it, and none means the address is
+// not there: only the owner adds to its ring (others only empty slots).
 uint32_t Matches(const Nursery& ring, uintptr_t address) {
   const uint32_t key = KeyOf(address);
   uint32_t candidates = 0;
@@ -47,7 +49,7 @@ uint32_t Matches(const Nursery& ring, uintptr_t address) {
   uint32_t matches = 0;
   for (; candidates != 0; candidates &= candidates - 1) {
     const int i = __builtin_ctz(candidates);
-    if (ring.address[i] == address) matches |= 1u << i;
+    if (__atomic_load_n(&ring.address[i], __ATOMIC_RELAXED) == address) matches |= 1u << i;
   }
   return matches;
 }
@@ -202,19 +204,21 @@ bool Nurseries::RemoveFromOthers(Nursery* mine, uintptr_t address, LiveRecord* o
 }
 
 bool Nurseries::Remove(Nursery* mine, uintptr_t address) {
-  if (mine != nullptr) {
-    // Inline, the usual case: one record at the address in this ring.
+  // This thread's ring first, and its lock only when the block is there
+  // (a block that outlived the ring, in the table, costs one look).
+  if (const uint32_t seen = mine != nullptr ? Matches(*mine, address) : 0; seen != 0) {
     SpinLockHolder hold(mine->lock);
-    const uint32_t matches = Matches(*mine, address);
-    if (__builtin_expect(matches != 0 && (matches & (matches - 1)) == 0, 1)) {
-      const int slot = __builtin_ctz(matches);
+    // Inline, the usual case: one record at the address, still there (only
+    // this free could have taken it out).
+    const int slot = __builtin_ctz(seen);
+    if (__builtin_expect((seen & (seen - 1)) == 0 && mine->address[slot] == address, 1)) {
       mine->freed_bytes += mine->record[slot].size;
       mine->freed_count += 1;
       SetAddress(*mine, slot, 0);
       --mine->count;
       return true;
     }
-    if (matches != 0) return RemoveFrom(*mine, address, nullptr);
+    if (RemoveFrom(*mine, address, nullptr)) return true;
   }
   if (table_->Remove(address)) return true;
   if (RemoveFromOthers(mine, address, nullptr)) return true;
@@ -223,7 +227,7 @@ bool Nurseries::Remove(Nursery* mine, uintptr_t address) {
 }
 
 bool Nurseries::Take(Nursery* mine, uintptr_t address, LiveRecord* out) {
-  if (mine != nullptr) {
+  if (mine != nullptr && Matches(*mine, address) != 0) {
     SpinLockHolder hold(mine->lock);
     if (RemoveFrom(*mine, address, out)) return true;
   }

@@ -17,7 +17,10 @@
 // own ring nor the table looks through the other threads' rings (a block
 // handed to another thread young), without their locks unless a slot holds
 // the address, and then in the table once more: a record that moved to the
-// table meanwhile is found there. Snapshots lock every ring with the table
+// table meanwhile is found there. That search reads every ring's 16
+// addresses (two cache lines per thread): the price of a free of a block
+// another thread made within its last 16 allocations, or of one the shim
+// never recorded. Snapshots lock every ring with the table
 // (LiveTable::LockAll), so birth numbers taken under a ring's lock keep the
 // table's guarantee (record/birth_sequence.h).
 //
@@ -26,9 +29,10 @@
 // live until a newer block at the address shows it: a free that finds two
 // records for its address in one ring, or a move to the table that finds
 // one there (LiveTable::Adopt), keeps the newer and counts a missed free.
-// One case waits longer than it did without rings (where the next insert
-// at the address found it): the old record young in one thread's ring, the
-// newer blocks at the address born and freed young in another's.
+// It waits longer than it did without rings (where the next insert at the
+// address found it) while the newer blocks at the address are born and
+// freed young in a ring other than the one holding the old record, or
+// while the old record is in the table.
 //
 // Threads claim a ring on their first recorded allocation and give it back
 // when they exit (a pthread key's destructor moves its records to the
