@@ -194,8 +194,9 @@ TEST(NurseryTest, TakeFromARingThenRestoreOrCountFreed) {
   });
 }
 
-// A free the shim did not see leaves two records for one address: the next
-// free there drops the older as a missed free, in a ring or in the table.
+// A free the shim did not see leaves two records for one address: the
+// next free there (both in a ring) or the newer one's move to the table
+// (the older there) drops the older as a missed free.
 TEST(NurseryTest, TwoRecordsForOneAddressKeepTheNewer) {
   static Heap heap;
   heap.Start();
