@@ -58,6 +58,19 @@ void SetAddress(Nursery& ring, int slot, uintptr_t address) {
   __atomic_store_n(&ring.address[slot], address, __ATOMIC_RELEASE);
 }
 
+// Empties `slot` (its record moved or freed: the caller counts which).
+void EmptySlot(Nursery& ring, int slot) {
+  SetAddress(ring, slot, 0);
+  --ring.count;
+}
+
+// Empties `slot`, its record counted as freed here.
+void FreeSlot(Nursery& ring, int slot) {
+  ring.freed_bytes += ring.record[slot].size;
+  ring.freed_count += 1;
+  EmptySlot(ring, slot);
+}
+
 }  // namespace
 
 void Nurseries::Attach(LiveTable* table, BirthSequence* births) {
@@ -143,8 +156,7 @@ bool Nurseries::MoveToTable(Nursery& ring, int slot) {
   const bool added = table_->Adopt(record, ring.time_offset[slot]);
   ring.moved_bytes += record.size;
   ring.moved_count += 1;
-  SetAddress(ring, slot, 0);
-  --ring.count;
+  EmptySlot(ring, slot);
   return added;
 }
 
@@ -153,19 +165,16 @@ bool Nurseries::RemoveFrom(Nursery& ring, uintptr_t address, LiveRecord* out) {
   if (matches == 0) return false;
   int slot = __builtin_ctz(matches);
   if (__builtin_expect((matches & (matches - 1)) != 0, 0)) slot = DropStale(ring, matches);
-  const LiveRecord& record = ring.record[slot];
   if (out == nullptr) {
-    ring.freed_bytes += record.size;
-    ring.freed_count += 1;
-  } else {
-    // Taken: it leaves for the table's detached state (LiveTable::Take).
-    Describe(ring, slot, out);
-    ring.moved_bytes += record.size;
-    ring.moved_count += 1;
-    table_->AdoptDetached(*out);
+    FreeSlot(ring, slot);
+    return true;
   }
-  SetAddress(ring, slot, 0);
-  --ring.count;
+  // Taken: it leaves for the table's detached state (LiveTable::Take).
+  Describe(ring, slot, out);
+  ring.moved_bytes += out->size;
+  ring.moved_count += 1;
+  table_->AdoptDetached(*out);
+  EmptySlot(ring, slot);
   return true;
 }
 
@@ -180,10 +189,7 @@ int Nurseries::DropStale(Nursery& ring, uint32_t matches) {
   }
   for (int i = 0; i < kSlots; ++i) {
     if (i == keep || ((matches >> i) & 1) == 0) continue;
-    ring.freed_bytes += ring.record[i].size;
-    ring.freed_count += 1;
-    SetAddress(ring, i, 0);
-    --ring.count;
+    FreeSlot(ring, i);
     table_->CountMissedFree();
   }
   return keep;
@@ -212,10 +218,7 @@ bool Nurseries::Remove(Nursery* mine, uintptr_t address) {
     // this free could have taken it out).
     const int slot = __builtin_ctz(seen);
     if (__builtin_expect((seen & (seen - 1)) == 0 && mine->address[slot] == address, 1)) {
-      mine->freed_bytes += mine->record[slot].size;
-      mine->freed_count += 1;
-      SetAddress(*mine, slot, 0);
-      --mine->count;
+      FreeSlot(*mine, slot);
       return true;
     }
     if (RemoveFrom(*mine, address, nullptr)) return true;
