@@ -232,48 +232,108 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
       best_sse = sse;
     }
   }
-  bool split = false;
-  if (best != 0) {
-    const double floor_sse = static_cast<double>(n) * floor_variance;
-    const double sse_line = all.line.sse + floor_sse;
-    const double sse_split = best_sse * y_scale * y_scale + floor_sse;
+  const double floor_sse = static_cast<double>(n) * floor_variance;
+  const double sse_line = all.line.sse + floor_sse;
+  // Whether splitting before group b explains the points much better than
+  // one line (the F test of step 3).
+  auto splits_better = [&](size_t b) {
+    const double sse_split =
+        (SseOf(prefix[0], prefix[group_start[b]]) + SseOf(prefix[group_start[b]], prefix[n])) *
+            y_scale * y_scale +
+        floor_sse;
     const double dof = std::max(1.0, static_cast<double>(n) - 4);
-    split = sse_line > sse_split && ((sse_line - sse_split) / 2) / (sse_split / dof) >= kSplitF;
-  }
+    return sse_line > sse_split && ((sse_line - sse_split) / 2) / (sse_split / dof) >= kSplitF;
+  };
+  // What the points from group b on say (steps 4 and 5).
+  struct Reading {
+    Segment band;
+    double level = 0;  // the band's median
+    double rise = 0;   // from the first request count to the level
+    bool rises_on = false;
+    bool holds = false;
+  };
+  auto read_from = [&](size_t b) {
+    Reading r;
+    const size_t band_begin = group_start[b];
+    r.band = Describe(x, y, se, band_begin, n, min_step, floor_variance);
+    const Segment& band = r.band;
+    // 5. Holding, before rising: a cache whose mix of entry sizes drifts
+    // creeps a little, and that is still a plateau.
+    r.level =
+        Median(std::vector<double>(y.begin() + static_cast<std::ptrdiff_t>(band_begin), y.end()));
+    double start = 0, start_error = 0;
+    for (size_t i = 0; i < group_start[1]; ++i) {
+      start += y[i];
+      start_error = std::max(start_error, se[i]);
+    }
+    start /= static_cast<double>(group_start[1]);
+    double level_error = 0;
+    for (size_t i = band_begin; i < n; ++i) level_error = std::max(level_error, se[i]);
+    r.rise = r.level - start;
+    const double rate_before = r.rise / (x[band_begin] - x[0]);
+    const bool scatter = std::abs(band.rise) <= std::max(min_step, kTrendShareOfRange * band.range);
+    const bool slower = std::abs(band.line.slope) <= kCreepShareOfRate * rate_before;
+    const bool creeps = slower && std::abs(band.rise) <= kCreepShareOfLevel * std::abs(r.level);
+    const bool wanders = slower && std::abs(band.rise) <= kWanderShareOfLevel * std::abs(r.level) &&
+                         band.line.r_squared < kSteadyRSquared;
+    const bool dropped = rate_before - band.line.slope >= kDropErrors * band.slope_error;
+    const bool stands_out =
+        r.rise >= min_step + kFlatSigmas * std::hypot(start_error, level_error) &&
+        r.rise >= band.range;
+    r.rises_on = band.rises && !creeps && !wanders;
+    r.holds = !r.rises_on && (scatter || creeps || wanders) && dropped && stands_out;
+    return r;
+  };
+  // The earliest group from which every point lies within the noise of
+  // every other (step 1's test on the tail), 0 when the last
+  // kMinBandRequestCounts do not, or they span no more than x_uncertainty.
+  auto held_tail = [&]() -> size_t {
+    size_t low = n - 1, high = n - 1, held = 0;
+    for (size_t g = groups; g-- > 1;) {
+      for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
+        if (y[i] < y[low]) low = i;
+        if (y[i] > y[high]) high = i;
+      }
+      if (y[high] - y[low] >= min_step + kFlatSigmas * std::hypot(se[low], se[high])) break;
+      held = g;
+    }
+    if (held == 0 || groups - held < kMinBandRequestCounts) return 0;
+    if (x_uncertainty > 0 && x.back() - x[group_start[held]] <= x_uncertainty) return 0;
+    return held;
+  };
+
   // 4. One line: linear or noise.
   const Verdict one_line = all.rises ? Verdict::kLinear : Verdict::kNoise;
-  if (!split) {
-    fit.verdict = one_line;
-    return fit;
+  const bool split = best != 0 && splits_better(best);
+  size_t band_group = 0;  // the group the plateau holds from; 0: none
+  Reading reading;
+  if (split) {
+    reading = read_from(best);
+    if (reading.holds) band_group = best;
   }
-  const size_t band_begin = group_start[best];
-  const Segment band = Describe(x, y, se, band_begin, n, min_step, floor_variance);
-  // 5. Holding, before rising: a cache whose mix of entry sizes drifts
-  // creeps a little, and that is still a plateau.
-  const double level =
-      Median(std::vector<double>(y.begin() + static_cast<std::ptrdiff_t>(band_begin), y.end()));
-  double start = 0, start_error = 0;
-  for (size_t i = 0; i < group_start[1]; ++i) {
-    start += y[i];
-    start_error = std::max(start_error, se[i]);
+  if (band_group == 0) {
+    // The best split of step 3 falls where a fill that slowed down slows
+    // (concurrent clients' requests add unevenly), and its B still rises
+    // while the last request counts hold exactly: split where they start.
+    const size_t tail = held_tail();
+    if (tail != 0 && (!split || tail != best) && splits_better(tail)) {
+      const Reading tail_reading = read_from(tail);
+      if (tail_reading.holds) {
+        reading = tail_reading;
+        band_group = tail;
+      }
+    }
   }
-  start /= static_cast<double>(group_start[1]);
-  double level_error = 0;
-  for (size_t i = band_begin; i < n; ++i) level_error = std::max(level_error, se[i]);
-  const double rise = level - start;
-  const double rate_before = rise / (x[band_begin] - x[0]);
-  const bool scatter = std::abs(band.rise) <= std::max(min_step, kTrendShareOfRange * band.range);
-  const bool slower = std::abs(band.line.slope) <= kCreepShareOfRate * rate_before;
-  const bool creeps = slower && std::abs(band.rise) <= kCreepShareOfLevel * std::abs(level);
-  const bool wanders = slower && std::abs(band.rise) <= kWanderShareOfLevel * std::abs(level) &&
-                       band.line.r_squared < kSteadyRSquared;
-  const bool dropped = rate_before - band.line.slope >= kDropErrors * band.slope_error;
-  const bool stands_out =
-      rise >= min_step + kFlatSigmas * std::hypot(start_error, level_error) && rise >= band.range;
-  if (band.rises && !creeps && !wanders) {
+  if (band_group == 0) {
+    if (!split || !reading.rises_on) {
+      // The split explains nothing definite: what one line says.
+      fit.verdict = one_line;
+      return fit;
+    }
     // 4. Still growing after the split: at the rate now when it changed
     // (a cache filled up before it), else at the rate over the series.
     fit.verdict = Verdict::kLinear;
+    const size_t band_begin = group_start[best];
     const double before = FitLine(x, y, 0, band_begin).slope;
     // A short segment's slope is only as good as its request counts, each
     // of which may be off by x_uncertainty (requests in flight when it was
@@ -281,6 +341,7 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
     // and a change within that is no change.
     const double span = x[n - 1] - x[band_begin];
     const double x_slack = x_uncertainty > 0 ? 2 * x_uncertainty / std::max(span, 1.0) : 0;
+    const Segment& band = reading.band;
     const double larger = std::max(std::abs(band.line.slope), std::abs(before));
     const double change = std::abs(band.line.slope - before);
     if (change > kRateChange * larger && change > x_slack * larger) {
@@ -290,11 +351,10 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
     }
     return fit;
   }
-  if (!((scatter || creeps || wanders) && dropped && stands_out)) {
-    // The split explains nothing definite: what one line says.
-    fit.verdict = one_line;
-    return fit;
-  }
+  const size_t band_begin = group_start[band_group];
+  const Segment& band = reading.band;
+  const double level = reading.level;
+  const double rise = reading.rise;
   // slope and fit stay the whole series' (what a plateau cost on average
   // per request, as before); the level says where it stopped.
   fit.level = level;
@@ -309,9 +369,9 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
     return sum / static_cast<double>(group_start[g + 1] - group_start[g]);
   };
   double largest_step = 0;
-  size_t step_to = best;
+  size_t step_to = band_group;
   double previous = group_mean(0);
-  for (size_t g = 1; g <= best; ++g) {
+  for (size_t g = 1; g <= band_group; ++g) {
     const double mean = group_mean(g);
     if (mean - previous > largest_step) {
       largest_step = mean - previous;

@@ -52,6 +52,13 @@
 //      line through all the points.
 //      warm-up: a plateau whose rise is one step (80% of it between two
 //      consecutive request counts); flat_from = the count after that step.
+//      When the best split's B does not hold (a fill that runs ahead of the
+//      request count unevenly slows before it stops: the least squares
+//      split where it slows, and B still rises), the split is tried again
+//      where the held tail starts: the earliest request count from which
+//      all points differ by less than step 1's noise, at least 3 counts and
+//      more than x_uncertainty requests wide; it must pass the same F test
+//      and the same holding tests.
 //      A split that is neither: what the single line says (linear or not).
 //   6. noise: anything else (moved, but neither steadily up nor up then
 //      holding; or going down).

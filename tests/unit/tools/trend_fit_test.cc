@@ -242,6 +242,35 @@ TEST(FitTrendIssueTest, ARequestCountOffByOneNearTheEndDoesNotChangeTheRate) {
   EXPECT_NEAR(FitTrend(x, y).slope, 0.643 * kNode, 0.01 * kNode);
 }
 
+// A CI run of GoRunnerTest.FourConcurrentClientsThroughTheFrontDoorGiveTheSameVerdicts:
+// a cache of 16 entries of 1 MiB filled by four clients. A snapshot counts
+// the requests that ended; the entries are saved by requests still in
+// flight, so the fill runs ahead of x unevenly (9 MiB at 10 requests, 13
+// at 11) and then holds exactly from request 18. The least-squares split
+// falls at 11, where the fill slows, and its B still rises 3 MiB: the
+// verdict was linear. The last ten snapshots hold to the byte.
+TEST(FitTrendIssueTest, AFillThatSlowsBeforeHoldingIsAPlateau) {
+  const std::vector<double> x = {2,  5,  7,  7,  8,  9,  10, 11, 15, 16,
+                                 18, 19, 22, 25, 33, 34, 35, 36, 40, 40};
+  const std::vector<double> mib = {1,  3,  5,  6,  7,  8,  9,  13, 14, 15,
+                                   16, 16, 16, 16, 16, 16, 16, 16, 16, 16};
+  std::vector<double> y;
+  for (double m : mib) y.push_back(m * kMiB);
+  for (double uncertainty : {0.0, 3.0, 8.0}) {
+    const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, uncertainty);
+    EXPECT_EQ(fit.verdict, Verdict::kPlateau) << uncertainty << ": " << Show(fit);
+    EXPECT_EQ(fit.level, 16 * kMiB);
+    EXPECT_EQ(fit.flat_from, 18);
+    EXPECT_EQ(fit.band_low, 16 * kMiB);
+    EXPECT_EQ(fit.band_high, 16 * kMiB);
+  }
+  // Still one entry a request at the end (17 and 18 MiB at 36 and 40): linear.
+  std::vector<double> rising = y;
+  rising[17] = 17 * kMiB;
+  rising[18] = rising[19] = 18 * kMiB;
+  EXPECT_NE(FitTrend(x, rising, {}, kOwnerMinStep, 3).verdict, Verdict::kPlateau);
+}
+
 TEST(FitTrendIssueTest, SampledEstimateAlternatingBetweenTwoValuesIsNeverLinear) {
   // RETAIN_SAMPLE=512KiB: 8,609,792 and 9,134,100 bytes, in every order.
   const double interval = 512 * kKiB;
@@ -640,6 +669,55 @@ TEST(FitTrendPropertyTest, ALeakUnderAFilledCacheIsLinearAtTheLeakRate) {
       ASSERT_EQ(fit.verdict, Verdict::kLinear)
           << AxisName(axis) << " seed " << seed << ": " << Show(x, y) << " " << Show(fit);
       EXPECT_NEAR(fit.slope, leak, 0.05 * leak) << AxisName(axis) << " seed " << seed;
+    }
+  }
+}
+
+TEST(FitTrendPropertyTest, CachesFilledAheadOfTheRequestCountPlateauWhereTheyHold) {
+  // Concurrent clients: a request saves its entry before it ends, so a
+  // snapshot at x requests ended holds x + 0..3 entries until the cache is
+  // full, and exactly `held` entries after.
+  int plateaus = 0, warm_ups = 0;
+  for (int seed = 0; seed < kSeeds; ++seed) {
+    Rng rng(7000 + seed);
+    const double entry = Uniform(rng, 0.25, 40) * kMiB;
+    const int held = Int(rng, 6, 24);
+    const int requests = Int(rng, held + 12, 60);
+    const std::vector<double> x = RequestAxis(Axis::kConcurrent, requests, rng);
+    std::vector<double> y;
+    for (double r : x) {
+      y.push_back(std::min(static_cast<double>(held), r + Int(rng, 0, 3)) * entry);
+    }
+    const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, /*x_uncertainty=*/3);
+    const std::string where = absl::StrCat("seed ", seed, ": ", Show(x, y), " ", Show(fit));
+    if (fit.request_counts < kMinRequestCounts) continue;
+    ASSERT_TRUE(fit.verdict == Verdict::kPlateau || fit.verdict == Verdict::kWarmUp) << where;
+    (fit.verdict == Verdict::kPlateau ? plateaus : warm_ups)++;
+    EXPECT_EQ(fit.level, held * entry) << where;
+    EXPECT_LE(fit.band_high, held * entry) << where;
+    // Full by the time `held` requests ended, and perhaps 3 before.
+    EXPECT_GE(fit.flat_from, held - 3 - 4) << where;
+    EXPECT_LE(fit.flat_from, held + 4) << where;
+  }
+  EXPECT_GT(plateaus, warm_ups);
+  std::cout << "filled ahead of x: " << plateaus << " plateau, " << warm_ups << " warm-up\n";
+}
+
+TEST(FitTrendPropertyTest, ALeakOnEveryKthRequestIsLinear) {
+  // Held for a few request counts between leaks, growing over the series.
+  for (Axis axis : kAxes) {
+    for (int seed = 0; seed < kSeeds; ++seed) {
+      Rng rng(8000 + seed);
+      const double leak = Uniform(rng, 0.25, 40) * kMiB;
+      const int every = Int(rng, 2, 5);
+      const int requests = Int(rng, 30, 60);
+      const std::vector<double> x = RequestAxis(axis, requests, rng);
+      std::vector<double> y;
+      for (double r : x) y.push_back(std::floor(r / every) * leak);
+      const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, axis == Axis::kConcurrent ? 3 : 0);
+      if (fit.request_counts < kMinRequestCounts) continue;
+      EXPECT_EQ(fit.verdict, Verdict::kLinear) << AxisName(axis) << " seed " << seed << " every "
+                                               << every << ": " << Show(x, y) << " " << Show(fit);
     }
   }
 }
