@@ -588,6 +588,150 @@ class Walk {
   UnwindRegisters go_at_;  // set with go_rule_
 };
 
+// ---- The common case, without the general walk's bookkeeping ----
+//
+// Most walks step a few new inner frames by their rules, meet the memo and
+// find its remembered slots unchanged out to the outermost frame, perhaps
+// after leaving it once where the middle of the stack changed and meeting
+// it again further out. FastWalk does that in locals, and gives up (-1)
+// before it changes the memo on anything else: a frame without a plain rule
+// (Go code, the fallback, the outermost frame reached without the memo),
+// the depth limit, a memo that does not end at the outermost frame. The
+// general walk (Walk::Run) then takes the stack from the start.
+//
+// The frames are the general walk's: the same steps, the same joins (each
+// frame not yet emitted is compared with the memo before it is stepped),
+// the same checks of the remembered slots. So is the memo it leaves, with
+// one difference that no later walk can see: the general walk, once it left
+// the memo, rewrites all of it, outer frames included; this one rewrites
+// only the frames inside the last join, as when it never left. The outer
+// frames' return addresses, stack pointers, steps, folds and needs_bp bits
+// are the same either way (each depends only on the frame and those
+// further out, all checked), and of their rbp values the general walk
+// would store this walk's, which differ from the remembered ones only where
+// no step reads them (needs_bp clear): no walk compares those.
+
+// Checks remembered frames k - 1, k - 2, ... 0 against the stack (every
+// read inside [sp of frame k, stack_high): recorded by a walk with these
+// bounds, at or above this walk's sp) and writes their return addresses,
+// innermost first, at `out` while they hold. Returns the frame it stopped
+// at: 0 when all held, else k where frame k - 1's slot (or the rbp the step
+// from frame k reloads, where a step further out reads it) changed.
+int CheckRemembered(const WalkMemo& memo, int k, uintptr_t*& out) {
+  const uintptr_t* __restrict ips = memo.ip;
+  const uintptr_t* __restrict sps = memo.sp;
+  uintptr_t* __restrict to = out;
+  const uint64_t below_k = k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1;
+  if ((memo.needs_bp & below_k) == 0) {
+    // No step of the range reads rbp: the return addresses alone, four at
+    // a time (a block that differs goes to the loop below, which finds
+    // the frame).
+#if defined(__SSE2__)
+    const __m128i zero = _mm_setzero_si128();
+    for (; k >= 4; k -= 4) {
+      const int b = k - 4;
+      const __m128i low_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b));
+      const __m128i high_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b + 2));
+      const __m128i low_slots =
+          _mm_set_epi64x(static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1]),
+                         static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b])[-1]));
+      const __m128i high_slots =
+          _mm_set_epi64x(static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1]),
+                         static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1]));
+      const __m128i differ =
+          _mm_or_si128(_mm_xor_si128(low_slots, low_ips), _mm_xor_si128(high_slots, high_ips));
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(differ, zero)) != 0xffff) break;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_shuffle_epi32(high_ips, 0x4e));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 2), _mm_shuffle_epi32(low_ips, 0x4e));
+      to += 4;
+    }
+#endif
+    for (; k > 0 && reinterpret_cast<const uintptr_t*>(sps[k - 1])[-1] == ips[k - 1]; --k) {
+      *to++ = ips[k - 1];
+    }
+  } else {
+    for (; k > 0; --k) {
+      if (reinterpret_cast<const uintptr_t*>(sps[k - 1])[-1] != ips[k - 1]) break;
+      if (((memo.needs_bp >> (k - 1)) & 1) != 0) {
+        const uintptr_t slot = SlotOfStep(memo.step[k]);
+        if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != memo.bp[k - 1]) break;
+      }
+      *to++ = ips[k - 1];
+    }
+  }
+  out = to;
+  return k;
+}
+
+int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintptr_t high,
+             uintptr_t* frames, int max) {
+  // The frames stepped from, innermost first, as Walk::Keep keeps them.
+  MemoFrame kept[kMemoFrames];
+  int kept_count = 0;
+  uintptr_t* out = frames;                   // the next frame's place
+  uintptr_t* const last = frames + max - 1;  // a frame placed here reaches the depth limit
+  uintptr_t ip = regs.ip;
+  uintptr_t sp = regs.sp;
+  uintptr_t bp = regs.bp;
+  int join = memo.count - 1;  // the innermost remembered frame this walk may still meet
+  for (;;) {
+    // (ip, sp, bp) is a frame not yet emitted.
+    if (ip < kLowestIp) return -1;
+    while (join >= 0 && memo.sp[join] < sp) --join;
+    if (join >= 0 && memo.sp[join] == sp && memo.ip[join] == ip &&
+        (((memo.needs_bp >> join) & 1) == 0 || memo.bp[join] == bp)) {
+      // A stack cut at the depth limit: the general walk (handling it here
+      // measured slower: the cut stacks' later walks reuse less).
+      if (out + join >= last) return -1;
+      *out++ = ip;
+      const int k = CheckRemembered(memo, join, out);
+      if (k == 0) {
+        // Ends at the outermost frame.
+        if (!memo.complete || kept_count + join + 1 > kMemoFrames) return -1;
+        StoreFrames(memo, join + 1, kept, kept_count, ((memo.needs_bp >> join) & 1) != 0);
+        memo.count = kept_count + join + 1;
+        return static_cast<int>(out - frames);
+      }
+      // Frame k - 1 changed: frames join .. k + 1 become this walk's own,
+      // with this walk's rbp (the slots their steps reload it from were
+      // checked where it matters, and are read again here), and the walk
+      // steps on from frame k, already emitted.
+      if (kept_count + (join - k) >= kMemoFrames) return -1;
+      for (int i = join; i > k; --i) {
+        kept[kept_count++] = {memo.ip[i], memo.sp[i], bp, memo.step[i]};
+        const uintptr_t slot = SlotOfStep(memo.step[i]);
+        if (slot != 0) bp = *reinterpret_cast<const uintptr_t*>(slot);
+      }
+      ip = memo.ip[k];
+      sp = memo.sp[k];
+      join = k - 1;
+    } else {
+      if (out >= last) return -1;  // the depth limit
+      *out++ = ip;
+    }
+    // The step from (ip, sp, bp), by its rule.
+    if (kept_count == kMemoFrames) return -1;
+    const uint64_t rule = LookUp(cache, ip);
+    if ((rule & kOffsetBits) == 0) return -1;  // not a frame rule
+    const uintptr_t base = (rule & kRbpBaseBit) != 0 ? bp : sp;
+    const uintptr_t cfa = base + ((rule >> kOffsetShift) & kOffsetMask) * 8;
+    if (cfa <= sp || cfa > high || (cfa & 7) != 0) return -1;
+    const uintptr_t next_ip = reinterpret_cast<const uintptr_t*>(cfa)[-1];
+    const uint64_t slot = (rule >> kSlotShift) & kSlotMask;
+    uintptr_t next_bp = bp;
+    uintptr_t bp_slot = 0;
+    if (slot != 0) {
+      bp_slot = cfa - slot * 8;
+      if (bp_slot < sp) return -1;
+      next_bp = *reinterpret_cast<const uintptr_t*>(bp_slot);
+    }
+    kept[kept_count++] = {ip, sp, bp, bp_slot | ((rule & kRbpBaseBit) != 0 ? kStepUsesBp : 0)};
+    sp = cfa;
+    bp = next_bp;
+    ip = next_ip;
+  }
+}
+
 ReturnKind ClassifyForGo(uintptr_t return_address) {
   uint64_t* cache = g_cache.load(std::memory_order_acquire);
   if (cache == nullptr) return ReturnKind::kUnknown;
@@ -658,6 +802,16 @@ int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_
                            count, max);
     }
     return count;
+  }
+  if (memo->count > 0 && memo->stack_low == stack_low && memo->stack_high == stack_high &&
+      memo->generation == g_generation.load(std::memory_order_relaxed)) {
+    if (const int count = FastWalk(cache, *memo, regs, stack_high, frames, max); count >= 0) {
+      if (hash != nullptr && count < max) {  // the memo holds exactly this walk's frames
+        hash->known = true;
+        hash->value = StackHashFinish(memo->fold[count - 1], count, false);
+      }
+      return count;
+    }
   }
   Walk walk{cache, memo, stack_low, stack_high, frames, max};
   const int count = walk.Run(regs);
