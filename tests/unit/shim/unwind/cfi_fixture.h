@@ -19,6 +19,7 @@ enum class Leaf {
   kSharedLib,  // into cfi_fixture_lib.so, built without frame pointers
   kAlloca,     // a frame with alloca: its CFA is rbp-based
   kVla,        // a variable-length array, the same
+  kAlternate,  // AlternateCallers(4 + seed % 3): the middle of the stack changes
 };
 
 // Descends `depth` frames through four functions with different frame

@@ -98,6 +98,9 @@ __attribute__((noinline)) long RunLeaf(Leaf leaf, unsigned seed) {
       free(copy);
       break;
     }
+    case Leaf::kAlternate:
+      result = AlternateCallers(4 + static_cast<int>(seed % 3));
+      break;
   }
   asm volatile("" ::: "memory");
   return result;

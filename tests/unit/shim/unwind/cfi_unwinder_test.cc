@@ -361,6 +361,22 @@ TEST_F(CfiUnwinderTest, MemoNoticesAChangedCallerInTheMiddle) {
   ExpectAllMatch(40 + 20);
 }
 
+// The middle of the stack changes below frames with rbp-based CFAs and rbp
+// saved in a slot (alloca, VLAs, many registers, chosen by the seed): each
+// walk leaves the remembered one where the caller alternates, steps on by
+// rule, recomputes rbp through the frames it reused, and meets the memo
+// again further out; the walks after it reuse what it left in the memo.
+TEST_F(CfiUnwinderTest, LeavingAndMeetingTheMemoAgainBelowRbpFrames) {
+  for (int depth = 1; depth < 7; ++depth) {
+    for (unsigned seed = 0; seed < 8; ++seed) {
+      Probed(depth, seed, Leaf::kAlternate);
+      Probed(depth, seed, Leaf::kMalloc);
+    }
+  }
+  ExpectAllMatch(6 * 8 * (4 + 1));
+  EXPECT_GE(g_hashed.load(), 6 * 8 * 4);
+}
+
 // The dlclose hook forgets the rules only when the loader really unloaded
 // an object: LoaderUnloadCount moves then, and only then.
 TEST_F(CfiUnwinderTest, LoaderUnloadCountMovesWhenAnObjectGoes) {
