@@ -337,6 +337,117 @@ WalkMemo* ThreadMemo(uintptr_t stack_high) {
   return nullptr;
 }
 
+// The step by `rule` (a frame rule: its offset field is not 0) from the
+// frame whose stack pointer and rbp are `sp` and `bp`: its caller's
+// registers in `caller`, and in `step` the step as the memo keeps it (the
+// slot rbp was reloaded from, kStepUsesBp when the CFA is rbp-based). False
+// when a read would leave [sp, high): the walk cannot go on here. (Separate
+// outputs rather than a struct returned: GCC kept that one in memory, 24
+// more instructions per capture.)
+__attribute__((always_inline)) inline bool StepByRule(uint64_t rule, uintptr_t sp, uintptr_t bp,
+                                                      uintptr_t high, uintptr_t& caller_ip,
+                                                      uintptr_t& caller_sp, uintptr_t& caller_bp,
+                                                      uintptr_t& step) {
+  const uintptr_t base = (rule & kRbpBaseBit) != 0 ? bp : sp;
+  const uintptr_t cfa = base + ((rule >> kOffsetShift) & kOffsetMask) * 8;
+  // The return address sits at CFA - 8: above sp, inside the stack. A
+  // wrapped sum (rbp garbage) fails the first test.
+  if (cfa <= sp || cfa > high || (cfa & 7) != 0) return false;
+  uintptr_t next_bp = bp;
+  uintptr_t bp_slot = 0;
+  if (const uint64_t slot = (rule >> kSlotShift) & kSlotMask; slot != 0) {
+    bp_slot = cfa - slot * 8;
+    if (bp_slot < sp) return false;
+    next_bp = *reinterpret_cast<const uintptr_t*>(bp_slot);
+  }
+  caller_ip = reinterpret_cast<const uintptr_t*>(cfa)[-1];
+  caller_sp = cfa;
+  caller_bp = next_bp;
+  step = bp_slot | ((rule & kRbpBaseBit) != 0 ? kStepUsesBp : 0);
+  return true;
+}
+
+// Checks remembered frames k - 1, k - 2, ... stop against the stack and
+// writes their return addresses, innermost first, at `out` while they hold.
+// Returns the frame it stopped at: `stop` when all held, else k where frame
+// k - 1's slot (or the rbp the step from frame k reloads, where a step
+// further out reads it) changed.
+__attribute__((always_inline)) inline int CheckRemembered(const WalkMemo& memo, int k, int stop,
+                                                          uintptr_t*& out) {
+  // Both reads inside [sp, stack_high): recorded by a walk of this
+  // thread's stack with these bounds, at or above this walk's sp. A saved
+  // rbp is checked only where the rest of the walk reads it (in code
+  // without frame pointers it is mostly data, and that branch is mostly
+  // not taken). The loops run for every reused frame (most of a stack),
+  // so each instruction counts. __restrict: the frames written are not
+  // the memo's (the compiler cannot know, both are uintptr_t). Inlined in
+  // both walks: called, it cost 90 more instructions per capture.
+  uintptr_t* __restrict to = out;
+  const uintptr_t* __restrict ips = memo.ip;
+  const uintptr_t* __restrict sps = memo.sp;
+  // Four frames at a time while none needs its rbp checked: their four
+  // slots are read before any is compared (each is at or above this
+  // walk's sp, so readable), one test for all four. A block that differs
+  // goes to the loop below, which finds the frame.
+  const uint64_t needs_bp = memo.needs_bp;
+  const uint64_t below_k = k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1;
+  if ((needs_bp & below_k & ~((uint64_t{1} << stop) - 1)) == 0) {
+    // No frame of the range needs its rbp: the test is the slots alone,
+    // then one at a time for the frame that differs.
+#if defined(__SSE2__)
+    const __m128i zero = _mm_setzero_si128();
+    while (k - 4 >= stop) {
+      const int b = k - 4;
+      const __m128i low_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b));
+      const __m128i high_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b + 2));
+      const __m128i low_slots =
+          _mm_set_epi64x(static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1]),
+                         static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b])[-1]));
+      const __m128i high_slots =
+          _mm_set_epi64x(static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1]),
+                         static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1]));
+      const __m128i differ =
+          _mm_or_si128(_mm_xor_si128(low_slots, low_ips), _mm_xor_si128(high_slots, high_ips));
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(differ, zero)) != 0xffff) break;
+      // Innermost first: ips[b + 3], ips[b + 2], ips[b + 1], ips[b].
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_shuffle_epi32(high_ips, 0x4e));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 2), _mm_shuffle_epi32(low_ips, 0x4e));
+      to += 4;
+      k = b;
+    }
+#endif
+    for (; k > stop && reinterpret_cast<const uintptr_t*>(sps[k - 1])[-1] == ips[k - 1]; --k) {
+      *to++ = ips[k - 1];
+    }
+  } else {
+    while (k - 4 >= stop) {
+      const int b = k - 4;
+      const uintptr_t differ = (reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1] ^ ips[b + 3]) |
+                               (reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1] ^ ips[b + 2]) |
+                               (reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1] ^ ips[b + 1]) |
+                               (reinterpret_cast<const uintptr_t*>(sps[b])[-1] ^ ips[b]);
+      if ((differ | ((needs_bp >> b) & 0xf)) != 0) break;
+      to[0] = ips[b + 3];
+      to[1] = ips[b + 2];
+      to[2] = ips[b + 1];
+      to[3] = ips[b];
+      to += 4;
+      k = b;
+    }
+    for (; k > stop; --k) {
+      const uintptr_t to_ip = ips[k - 1];
+      if (reinterpret_cast<const uintptr_t*>(sps[k - 1])[-1] != to_ip) break;
+      if (((needs_bp >> (k - 1)) & 1) != 0) {
+        const uintptr_t slot = SlotOfStep(memo.step[k]);
+        if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != memo.bp[k - 1]) break;
+      }
+      *to++ = to_ip;
+    }
+  }
+  out = to;
+  return k;
+}
+
 // Bumped by CfiForgetRules: memos from before hold steps taken by old rules.
 std::atomic<uint64_t> g_generation;
 
@@ -395,24 +506,12 @@ class Walk {
         go_at_ = {ip, sp, bp};
         break;
       }
-      const uintptr_t base = (rule & kRbpBaseBit) != 0 ? bp : sp;
-      const uintptr_t cfa = base + ((rule >> kOffsetShift) & kOffsetMask) * 8;
-      // The return address sits at CFA - 8: above sp, inside the stack. A
-      // wrapped sum (rbp garbage) fails the first test.
-      if (cfa <= sp || cfa > high_ || (cfa & 7) != 0) return -1;
-      const uintptr_t next_ip = reinterpret_cast<const uintptr_t*>(cfa)[-1];
-      const uint64_t slot = (rule >> kSlotShift) & kSlotMask;
-      uintptr_t next_bp = bp;
-      uintptr_t bp_slot = 0;
-      if (slot != 0) {
-        bp_slot = cfa - slot * 8;
-        if (bp_slot < sp) return -1;
-        next_bp = *reinterpret_cast<const uintptr_t*>(bp_slot);
-      }
-      Keep({ip, sp, bp, bp_slot | ((rule & kRbpBaseBit) != 0 ? kStepUsesBp : 0)});
-      sp = cfa;
-      bp = next_bp;
+      uintptr_t next_ip, next_sp, next_bp, step;
+      if (!StepByRule(rule, sp, bp, high_, next_ip, next_sp, next_bp, step)) return -1;
+      Keep({ip, sp, bp, step});
       ip = next_ip;
+      sp = next_sp;
+      bp = next_bp;
     }
     Remember(complete);
     return count_;
@@ -435,73 +534,8 @@ class Walk {
     frames_[count_++] = memo.ip[k];
     const int room = max_ - count_;
     const int stop = k > room ? k - room : 0;  // the depth limit
-    // Both reads inside [sp, stack_high): recorded by a walk of this
-    // thread's stack with these bounds, at or above this walk's sp. A saved
-    // rbp is checked only where the rest of the walk reads it (in code
-    // without frame pointers it is mostly data, and that branch is mostly
-    // not taken). Locals, not members, in the loop: it runs for every
-    // reused frame (most of a stack), so each instruction counts.
-    // __restrict: the frames written are not the memo's (the compiler
-    // cannot know, both are uintptr_t).
-    uintptr_t* __restrict out = frames_ + count_;
-    const uintptr_t* __restrict ips = memo.ip;
-    const uintptr_t* __restrict sps = memo.sp;
-    // Four frames at a time while none needs its rbp checked: their four
-    // slots are read before any is compared (each is at or above this
-    // walk's sp, so readable), one test for all four. A block that differs
-    // goes to the loop below, which finds the frame.
-    const uint64_t needs_bp = memo.needs_bp;
-    const uint64_t below_k = k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1;
-    if ((needs_bp & below_k & ~((uint64_t{1} << stop) - 1)) == 0) {
-      // No frame of the range needs its rbp: the test is the slots alone.
-#if defined(__SSE2__)
-      const __m128i zero = _mm_setzero_si128();
-      while (k - 4 >= stop) {
-        const int b = k - 4;
-        const __m128i low_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b));
-        const __m128i high_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b + 2));
-        const __m128i low_slots =
-            _mm_set_epi64x(static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1]),
-                           static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b])[-1]));
-        const __m128i high_slots = _mm_set_epi64x(
-            static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1]),
-            static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1]));
-        const __m128i differ =
-            _mm_or_si128(_mm_xor_si128(low_slots, low_ips), _mm_xor_si128(high_slots, high_ips));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi8(differ, zero)) != 0xffff) break;
-        // Innermost first: ips[b + 3], ips[b + 2], ips[b + 1], ips[b].
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_shuffle_epi32(high_ips, 0x4e));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2), _mm_shuffle_epi32(low_ips, 0x4e));
-        out += 4;
-        k = b;
-      }
-#endif
-    } else {
-      while (k - 4 >= stop) {
-        const int b = k - 4;
-        const uintptr_t differ = (reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1] ^ ips[b + 3]) |
-                                 (reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1] ^ ips[b + 2]) |
-                                 (reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1] ^ ips[b + 1]) |
-                                 (reinterpret_cast<const uintptr_t*>(sps[b])[-1] ^ ips[b]);
-        if ((differ | ((needs_bp >> b) & 0xf)) != 0) break;
-        out[0] = ips[b + 3];
-        out[1] = ips[b + 2];
-        out[2] = ips[b + 1];
-        out[3] = ips[b];
-        out += 4;
-        k = b;
-      }
-    }
-    while (k > stop) {
-      const uintptr_t to_ip = ips[k - 1];
-      if (reinterpret_cast<const uintptr_t*>(sps[k - 1])[-1] != to_ip) break;
-      if (__builtin_expect(((needs_bp >> (k - 1)) & 1) != 0, 0)) {
-        const uintptr_t slot = SlotOfStep(memo.step[k]);
-        if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != memo.bp[k - 1]) break;
-      }
-      *out++ = to_ip;
-      --k;
-    }
+    uintptr_t* out = frames_ + count_;
+    k = CheckRemembered(memo, k, stop, out);
     count_ = static_cast<int>(out - frames_);
     const bool ends = count_ == max_ || (k == 0 && memo.complete);
     if (ends && !left_memo_) {
@@ -611,58 +645,6 @@ class Walk {
 // would store this walk's, which differ from the remembered ones only where
 // no step reads them (needs_bp clear): no walk compares those.
 
-// Checks remembered frames k - 1, k - 2, ... 0 against the stack (every
-// read inside [sp of frame k, stack_high): recorded by a walk with these
-// bounds, at or above this walk's sp) and writes their return addresses,
-// innermost first, at `out` while they hold. Returns the frame it stopped
-// at: 0 when all held, else k where frame k - 1's slot (or the rbp the step
-// from frame k reloads, where a step further out reads it) changed.
-int CheckRemembered(const WalkMemo& memo, int k, uintptr_t*& out) {
-  const uintptr_t* __restrict ips = memo.ip;
-  const uintptr_t* __restrict sps = memo.sp;
-  uintptr_t* __restrict to = out;
-  const uint64_t below_k = k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1;
-  if ((memo.needs_bp & below_k) == 0) {
-    // No step of the range reads rbp: the return addresses alone, four at
-    // a time (a block that differs goes to the loop below, which finds
-    // the frame).
-#if defined(__SSE2__)
-    const __m128i zero = _mm_setzero_si128();
-    for (; k >= 4; k -= 4) {
-      const int b = k - 4;
-      const __m128i low_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b));
-      const __m128i high_ips = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ips + b + 2));
-      const __m128i low_slots =
-          _mm_set_epi64x(static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1]),
-                         static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b])[-1]));
-      const __m128i high_slots =
-          _mm_set_epi64x(static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 3])[-1]),
-                         static_cast<int64_t>(reinterpret_cast<const uintptr_t*>(sps[b + 2])[-1]));
-      const __m128i differ =
-          _mm_or_si128(_mm_xor_si128(low_slots, low_ips), _mm_xor_si128(high_slots, high_ips));
-      if (_mm_movemask_epi8(_mm_cmpeq_epi8(differ, zero)) != 0xffff) break;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_shuffle_epi32(high_ips, 0x4e));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 2), _mm_shuffle_epi32(low_ips, 0x4e));
-      to += 4;
-    }
-#endif
-    for (; k > 0 && reinterpret_cast<const uintptr_t*>(sps[k - 1])[-1] == ips[k - 1]; --k) {
-      *to++ = ips[k - 1];
-    }
-  } else {
-    for (; k > 0; --k) {
-      if (reinterpret_cast<const uintptr_t*>(sps[k - 1])[-1] != ips[k - 1]) break;
-      if (((memo.needs_bp >> (k - 1)) & 1) != 0) {
-        const uintptr_t slot = SlotOfStep(memo.step[k]);
-        if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != memo.bp[k - 1]) break;
-      }
-      *to++ = ips[k - 1];
-    }
-  }
-  out = to;
-  return k;
-}
-
 int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintptr_t high,
              uintptr_t* frames, int max) {
   // The frames stepped from, innermost first, as Walk::Keep keeps them.
@@ -684,7 +666,7 @@ int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintp
       // measured slower: the cut stacks' later walks reuse less).
       if (out + join >= last) return -1;
       *out++ = ip;
-      const int k = CheckRemembered(memo, join, out);
+      const int k = CheckRemembered(memo, join, 0, out);
       if (k == 0) {
         // Ends at the outermost frame.
         if (!memo.complete || kept_count + join + 1 > kMemoFrames) return -1;
@@ -713,22 +695,12 @@ int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintp
     if (kept_count == kMemoFrames) return -1;
     const uint64_t rule = LookUp(cache, ip);
     if ((rule & kOffsetBits) == 0) return -1;  // not a frame rule
-    const uintptr_t base = (rule & kRbpBaseBit) != 0 ? bp : sp;
-    const uintptr_t cfa = base + ((rule >> kOffsetShift) & kOffsetMask) * 8;
-    if (cfa <= sp || cfa > high || (cfa & 7) != 0) return -1;
-    const uintptr_t next_ip = reinterpret_cast<const uintptr_t*>(cfa)[-1];
-    const uint64_t slot = (rule >> kSlotShift) & kSlotMask;
-    uintptr_t next_bp = bp;
-    uintptr_t bp_slot = 0;
-    if (slot != 0) {
-      bp_slot = cfa - slot * 8;
-      if (bp_slot < sp) return -1;
-      next_bp = *reinterpret_cast<const uintptr_t*>(bp_slot);
-    }
-    kept[kept_count++] = {ip, sp, bp, bp_slot | ((rule & kRbpBaseBit) != 0 ? kStepUsesBp : 0)};
-    sp = cfa;
-    bp = next_bp;
+    uintptr_t next_ip, next_sp, next_bp, step;
+    if (!StepByRule(rule, sp, bp, high, next_ip, next_sp, next_bp, step)) return -1;
+    kept[kept_count++] = {ip, sp, bp, step};
     ip = next_ip;
+    sp = next_sp;
+    bp = next_bp;
   }
 }
 
