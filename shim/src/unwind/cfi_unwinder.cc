@@ -752,39 +752,29 @@ __attribute__((noinline, cold)) int WalkThroughGo(uint64_t* cache, uint64_t rule
   return count;
 }
 
-}  // namespace
+// A thread without a memo slot: walks with an empty memo on the stack (not
+// kept afterwards; only its header is read while empty). Out of line, so
+// that the 2.5 KiB of that memo are on the host's stack only then.
+__attribute__((noinline, cold)) int WalkWithoutMemo(uint64_t* cache, const UnwindRegisters& regs,
+                                                    uintptr_t stack_low, uintptr_t stack_high,
+                                                    uintptr_t* frames, int max) {
+  WalkMemo scratch;
+  scratch.count = 0;
+  Walk walk{cache, &scratch, stack_low, stack_high, frames, max};
+  const int count = walk.Run(regs);
+  if (__builtin_expect(walk.go_rule() != 0, 0)) {
+    return WalkThroughGo(cache, walk.go_rule(), walk.go_at(), stack_low, stack_high, frames, count,
+                         max);
+  }
+  return count;
+}
 
-int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
-              uintptr_t* frames, int max, CfiStackHash* hash) {
-  if (hash != nullptr) hash->known = false;
-#if defined(__x86_64__)
-  uint64_t* cache = Cache();
-  if (cache == nullptr) return -1;
-  if (regs.sp < stack_low || regs.sp >= stack_high || (regs.sp & 7) != 0) return -1;
-  WalkMemo* memo = ThreadMemo(stack_high);
-  if (memo == nullptr) {
-    // No slot for this thread: walk with an empty memo on the stack (not
-    // kept afterwards). Only its header is read while empty.
-    WalkMemo scratch;
-    scratch.count = 0;
-    Walk walk{cache, &scratch, stack_low, stack_high, frames, max};
-    const int count = walk.Run(regs);
-    if (__builtin_expect(walk.go_rule() != 0, 0)) {
-      return WalkThroughGo(cache, walk.go_rule(), walk.go_at(), stack_low, stack_high, frames,
-                           count, max);
-    }
-    return count;
-  }
-  if (memo->count > 0 && memo->stack_low == stack_low && memo->stack_high == stack_high &&
-      memo->generation == g_generation.load(std::memory_order_relaxed)) {
-    if (const int count = FastWalk(cache, *memo, regs, stack_high, frames, max); count >= 0) {
-      if (hash != nullptr && count < max) {  // the memo holds exactly this walk's frames
-        hash->known = true;
-        hash->value = StackHashFinish(memo->fold[count - 1], count, false);
-      }
-      return count;
-    }
-  }
+// The general walk with the thread's memo. Out of line, so that its 2 KiB
+// of kept frames are on the host's stack only when FastWalk gave up.
+__attribute__((noinline)) int WalkWithMemo(uint64_t* cache, WalkMemo* memo,
+                                           const UnwindRegisters& regs, uintptr_t stack_low,
+                                           uintptr_t stack_high, uintptr_t* frames, int max,
+                                           CfiStackHash* hash) {
   Walk walk{cache, memo, stack_low, stack_high, frames, max};
   const int count = walk.Run(regs);
   // Stopped at Go code (a cgo program): the one branch programs without Go
@@ -801,6 +791,30 @@ int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_
     hash->value = StackHashFinish(memo->fold[count - 1], count, false);
   }
   return count;
+}
+
+}  // namespace
+
+int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
+              uintptr_t* frames, int max, CfiStackHash* hash) {
+  if (hash != nullptr) hash->known = false;
+#if defined(__x86_64__)
+  uint64_t* cache = Cache();
+  if (cache == nullptr) return -1;
+  if (regs.sp < stack_low || regs.sp >= stack_high || (regs.sp & 7) != 0) return -1;
+  WalkMemo* memo = ThreadMemo(stack_high);
+  if (memo == nullptr) return WalkWithoutMemo(cache, regs, stack_low, stack_high, frames, max);
+  if (memo->count > 0 && memo->stack_low == stack_low && memo->stack_high == stack_high &&
+      memo->generation == g_generation.load(std::memory_order_relaxed)) {
+    if (const int count = FastWalk(cache, *memo, regs, stack_high, frames, max); count >= 0) {
+      if (hash != nullptr && count < max) {  // the memo holds exactly this walk's frames
+        hash->known = true;
+        hash->value = StackHashFinish(memo->fold[count - 1], count, false);
+      }
+      return count;
+    }
+  }
+  return WalkWithMemo(cache, memo, regs, stack_low, stack_high, frames, max, hash);
 #else
   (void)regs;
   (void)stack_low;
