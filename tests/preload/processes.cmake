@@ -1,8 +1,8 @@
 # Process-level preload tests: real programs (python3, git, sort) and the
 # proc_* fixtures (tests/fixtures/processes.cmake) run under libretain.so:
-# transparency, errno, fork/exec, dlopen/dlclose, exceptions, signals and
-# atomic snapshot writes. One GoogleTest binary; every test runs the
-# programs it needs itself.
+# transparency, errno, fork/exec, dlopen/dlclose, exceptions, signals,
+# atomic snapshot writes and the host stack a hook takes. One GoogleTest
+# binary; every test runs the programs it needs itself.
 set(_proc_dir ${CMAKE_CURRENT_LIST_DIR})
 
 add_executable(proc_preload_test
@@ -17,7 +17,8 @@ add_executable(proc_preload_test
   ${_proc_dir}/proc_fds_test.cc
   ${_proc_dir}/proc_waits_test.cc
   ${_proc_dir}/proc_quiet_test.cc
-  ${_proc_dir}/proc_continuous_test.cc)
+  ${_proc_dir}/proc_continuous_test.cc
+  ${_proc_dir}/proc_stack_use_test.cc)
 target_include_directories(proc_preload_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(proc_preload_test PRIVATE retain_test_support GTest::gtest_main)
 
