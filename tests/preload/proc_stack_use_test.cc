@@ -19,7 +19,9 @@ namespace {
 constexpr long kResolution = 1024;
 // The hook's share: the capture (its frame array and the walk's kept
 // frames, 4.4 KiB with the CFI walker), the recorder, the hook's frames.
+// libunwind's own cursor adds about 1 KiB (5.8 KiB measured).
 constexpr long kMostBytes = 6 * 1024;
+constexpr long kMostBytesWithLibunwind = 8 * 1024;
 
 long StackUse(const RunResult& result, const std::string& who) {
   EXPECT_EQ(result.exit_code, 0) << who << ": " << result.stderr_data;
@@ -44,7 +46,7 @@ TEST(ProcStackUse, AnAllocationTakesAtMostSixKibibytesOfTheHostsStack) {
   EXPECT_GT(traced, kResolution);
   // ...and the hook stays small.
   EXPECT_LE(traced, kMostBytes);
-  EXPECT_LE(libunwind, kMostBytes);
+  EXPECT_LE(libunwind, kMostBytesWithLibunwind);
   RecordProperty("stack_use_cfi", std::to_string(traced));
   RecordProperty("stack_use_libunwind", std::to_string(libunwind));
 }
