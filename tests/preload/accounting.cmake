@@ -28,7 +28,7 @@ retain_acct_test(acct_mmap_test
   FIXTURES acct_mmap)
 retain_acct_test(acct_stacks_test
   SOURCES acct_stacks_test.cc
-  FIXTURES acct_sites acct_unwinder)
+  FIXTURES acct_sites acct_unwinder acct_coroutine)
 retain_acct_test(acct_config_test
   SOURCES acct_config_test.cc
   FIXTURES acct_many)

@@ -1,7 +1,8 @@
 // Stacks and modules under the shim: the private libunwind does not replace
 // the process's unwinder (fixture acct_unwinder); frame-pointer and libunwind
 // capture attribute the same sites; the depth cap; stack interning; the
-// module table (fixture acct_sites).
+// module table (fixture acct_sites); allocations on coroutine stacks
+// (fixture acct_coroutine).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -224,6 +225,44 @@ TEST(AcctStacks, DepthCapTruncates) {
 // Proves: identical call paths are interned into one Stack: site_d's 100
 // allocations from one loop share one stack id, site_a's 7 another; no two
 // stacks in the snapshot have the same frames; ids are unique.
+// Coroutines on stacks taken from the heap (ucontext, 64 KiB each: outside
+// the thread's own stack, where the CFI walker refuses and libunwind takes
+// the stack): the host runs as it does without the shim, every block kept
+// on a coroutine is counted to the byte, and its stack goes from the site
+// through the coroutine's frames to its entry function, in both unwinders.
+TEST(AcctStacks, AllocationsOnCoroutineStacksAreCountedAndWalkedToTheCoroutinesEntry) {
+  TempDir plain_dir;
+  const RunResult plain = RunFixture("acct_coroutine", {}, plain_dir.path(), false);
+  ASSERT_EQ(plain.exit_code, 0) << Describe(plain);
+  const FixtureOutput plain_out(plain.stdout_data);
+  for (const char* unwinder : {"cfi", "libunwind"}) {
+    SCOPED_TRACE(unwinder);
+    TempDir dir;
+    const RunResult run =
+        RunFixture("acct_coroutine", {}, dir.path(), true, {{"RETAIN_UNWIND", unwinder}});
+    ASSERT_EQ(run.exit_code, 0) << Describe(run);
+    const FixtureOutput out(run.stdout_data);
+    EXPECT_EQ(out.Number("checksum", 0), plain_out.Number("checksum", 0));
+    const std::map<std::string, Range> ranges = FunctionRanges(out);
+    const v1::Snapshot baseline = SnapshotLabeled(dir.path(), "baseline");
+    const v1::Snapshot acct = SnapshotLabeled(dir.path(), "acct");
+    uint64_t bytes = 0, count = 0;
+    for (const Allocation& row : RowsBornAfter(acct, baseline, v1::KIND_HEAP)) {
+      const std::vector<uint64_t> frames = FramesOf(acct, row.stack_id);
+      if (frames.empty() || !ranges.at("coroutine_site").Contains(frames[0])) continue;
+      bytes += row.size;
+      ++count;
+      bool through_entry = false;
+      for (uint64_t frame : frames) through_entry |= ranges.at("coroutine_entry").Contains(frame);
+      EXPECT_TRUE(through_entry) << "a stack of " << frames.size() << " frames misses the entry";
+      // coroutine_site, 13 of coroutine_descend, coroutine_entry.
+      EXPECT_GE(frames.size(), 15u);
+    }
+    EXPECT_EQ(bytes, out.Number("expect", 1));
+    EXPECT_EQ(count, out.Number("expect", 2));
+  }
+}
+
 TEST(AcctStacks, IdenticalPathsShareOneStack) {
   TempDir dir;
   const SitesRun r = RunSites(dir);
