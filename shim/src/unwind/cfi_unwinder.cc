@@ -752,6 +752,17 @@ __attribute__((noinline, cold)) int WalkThroughGo(uint64_t* cache, uint64_t rule
   return count;
 }
 
+// After a walk of `count` frames that updated `memo`: the memo holds this
+// walk's frames exactly when its count is the walk's, short of the depth
+// limit (a walk cut there leaves the memo longer than itself); then its
+// fold is this stack's hash, which `hash` (when not null) receives.
+inline void GiveHash(const WalkMemo& memo, int count, int max, CfiStackHash* hash) {
+  if (hash != nullptr && count > 0 && count < max && memo.count == count) {
+    hash->known = true;
+    hash->value = StackHashFinish(memo.fold[count - 1], count, false);
+  }
+}
+
 // A thread without a memo slot: walks with an empty memo on the stack (not
 // kept afterwards; only its header is read while empty). Out of line, so
 // that the 2.5 KiB of that memo are on the host's stack only then.
@@ -783,13 +794,7 @@ __attribute__((noinline)) int WalkWithMemo(uint64_t* cache, WalkMemo* memo,
     return WalkThroughGo(cache, walk.go_rule(), walk.go_at(), stack_low, stack_high, frames, count,
                          max);
   }
-  // The memo now holds this walk's frames exactly when its count is the
-  // walk's, short of the depth limit (a walk cut there leaves the memo
-  // longer than itself): then its fold is this stack's.
-  if (hash != nullptr && count > 0 && count < max && memo->count == count) {
-    hash->known = true;
-    hash->value = StackHashFinish(memo->fold[count - 1], count, false);
-  }
+  GiveHash(*memo, count, max, hash);
   return count;
 }
 
@@ -807,10 +812,7 @@ int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_
   if (memo->count > 0 && memo->stack_low == stack_low && memo->stack_high == stack_high &&
       memo->generation == g_generation.load(std::memory_order_relaxed)) {
     if (const int count = FastWalk(cache, *memo, regs, stack_high, frames, max); count >= 0) {
-      if (hash != nullptr && count < max) {  // the memo holds exactly this walk's frames
-        hash->known = true;
-        hash->value = StackHashFinish(memo->fold[count - 1], count, false);
-      }
+      GiveHash(*memo, count, max, hash);
       return count;
     }
   }
