@@ -238,8 +238,11 @@ constexpr uintptr_t kStepFlags = 7;
 inline uintptr_t SlotOfStep(uintptr_t step) { return step & ~kStepFlags; }
 
 // Outermost frame first, so a walk that shares the outer part rewrites only
-// the inner end.
-struct WalkMemo {
+// the inner end. On cache lines of its own: every capture writes its
+// thread's memo (the count, the inner frames, needs_bp at the end) and reads
+// its header, so two threads' memos sharing a line would move that line
+// between their cores at every allocation.
+struct alignas(64) WalkMemo {
   uintptr_t stack_low;
   uintptr_t stack_high;
   uint64_t generation;
@@ -327,8 +330,11 @@ WalkMemo* ThreadMemo(uintptr_t stack_high) {
     // Only the owner gets here: it allocates the memo on first use.
     WalkMemo* memo = slot.memo.load(std::memory_order_acquire);
     if (memo == nullptr) {
-      memo = static_cast<WalkMemo*>(ArenaAllocate(sizeof(WalkMemo)));  // zeroed: empty
-      if (memo == nullptr) return nullptr;
+      // Zeroed (empty); the arena aligns to 16 bytes only.
+      void* memory = ArenaAllocate(sizeof(WalkMemo) + alignof(WalkMemo));
+      if (memory == nullptr) return nullptr;
+      const auto at = reinterpret_cast<uintptr_t>(memory);
+      memo = reinterpret_cast<WalkMemo*>((at + alignof(WalkMemo) - 1) & ~(alignof(WalkMemo) - 1));
       slot.memo.store(memo, std::memory_order_release);
     }
     g_thread.cfi_memo_slot = index + 1;
