@@ -833,6 +833,10 @@ int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_
 #endif
 }
 
+CfiMemoPlace CfiThreadMemoForTesting(uintptr_t stack_high) {
+  return {reinterpret_cast<uintptr_t>(ThreadMemo(stack_high)), sizeof(WalkMemo)};
+}
+
 void CfiForgetRules() {
   uint64_t* cache = g_cache.load(std::memory_order_acquire);
   if (cache == nullptr) return;

@@ -47,6 +47,7 @@
 #ifndef RETAIN_SHIM_SRC_UNWIND_CFI_UNWINDER_H_
 #define RETAIN_SHIM_SRC_UNWIND_CFI_UNWINDER_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace retain::shim {
@@ -84,6 +85,15 @@ struct CfiStackHash {
 // with a 16-byte load of two 8-byte stores, which stalls store forwarding.
 int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
               uintptr_t* frames, int max, CfiStackHash* hash = nullptr);
+
+// Where the calling thread's memo of its previous walk is (claimed now if
+// it has none; address 0 when none can be had), for tests: each thread's
+// must be on cache lines no other thread's shares.
+struct CfiMemoPlace {
+  uintptr_t address;
+  size_t bytes;
+};
+CfiMemoPlace CfiThreadMemoForTesting(uintptr_t stack_high);
 
 // Forgets every cached rule. Call after an object was unloaded: another one
 // may be loaded at the same addresses.

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <random>
@@ -307,6 +308,40 @@ TEST_F(CfiUnwinderTest, SecondThread) {
   });
   thread.join();
   ExpectAllMatch(16);
+}
+
+// Every capture writes its thread's memo and reads its header: two threads'
+// memos sharing a cache line moved it between their cores at every
+// allocation (bench/README.md, sixth round). Four threads alive at once
+// (a thread on a dead one's cached stack takes over its memo) each walk,
+// then their memos are compared: each starts a line, none overlaps another.
+TEST_F(CfiUnwinderTest, EachThreadsMemoHasCacheLinesOfItsOwn) {
+  constexpr int kThreads = 4;
+  CfiMemoPlace places[kThreads] = {};
+  std::atomic<int> placed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&places, &placed, t] {
+      Probed(5, static_cast<unsigned>(t), Leaf::kMalloc);
+      places[t] = CfiThreadMemoForTesting(t_stack_high);
+      placed.fetch_add(1);
+      while (placed.load() < kThreads) std::this_thread::yield();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  ExpectAllMatch(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_NE(places[t].address, 0u) << "thread " << t;
+    EXPECT_EQ(places[t].address % 64, 0u) << "thread " << t;
+    EXPECT_EQ(places[t].bytes % 64, 0u);
+    for (int u = 0; u < t; ++u) {
+      // The lower one's last line is below the upper one's first.
+      const uintptr_t lower = std::min(places[t].address, places[u].address);
+      const uintptr_t upper = std::max(places[t].address, places[u].address);
+      EXPECT_LT((lower + places[t].bytes - 1) / 64, upper / 64)  // both have the same size
+          << "threads " << u << " and " << t;
+    }
+  }
 }
 
 void AllocatingHandler(int) {
