@@ -79,20 +79,34 @@ void UnmapPages(void* pages, size_t bytes) {
   g_mapped.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
-void* ArenaAllocate(size_t bytes) {
-  bytes = (bytes + 15) & ~size_t{15};
+namespace {
+
+// `bytes` from the current chunk at a multiple of `alignment` (a power of
+// two up to a page: chunks are page-aligned), whole multiples of it.
+void* Bump(size_t bytes, size_t alignment) {
+  bytes = (bytes + alignment - 1) & ~(alignment - 1);
   if (bytes > kChunkSize / 4) return MapPages(bytes);  // big: its own pages
   SpinLockHolder hold(g_bump_lock);
-  if (g_bump_next == nullptr || static_cast<size_t>(g_bump_end - g_bump_next) < bytes) {
+  char* at =
+      g_bump_next == nullptr
+          ? nullptr
+          : reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(g_bump_next) + alignment - 1) &
+                                    ~(alignment - 1));
+  if (at == nullptr || at > g_bump_end || static_cast<size_t>(g_bump_end - at) < bytes) {
     char* chunk = static_cast<char*>(MapPages(kChunkSize));
     if (chunk == nullptr) return nullptr;  // the rest of the old chunk is abandoned
-    g_bump_next = chunk;
+    at = chunk;
     g_bump_end = chunk + kChunkSize;
   }
-  void* result = g_bump_next;
-  g_bump_next += bytes;
-  return result;
+  g_bump_next = at + bytes;
+  return at;
 }
+
+}  // namespace
+
+void* ArenaAllocate(size_t bytes) { return Bump(bytes, 16); }
+
+void* ArenaAllocateLines(size_t bytes) { return Bump(bytes, kCacheLine); }
 
 void ArenaLockForFork() { g_bump_lock.Lock(); }
 void ArenaUnlockForFork() { g_bump_lock.Unlock(); }

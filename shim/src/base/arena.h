@@ -41,6 +41,10 @@ void UnmapScratchPages(void* pages, size_t bytes);
 // aligned to 16 bytes, carved from 1 MiB chunks. Never freed. nullptr past
 // the cap.
 void* ArenaAllocate(size_t bytes);
+// The same on cache lines of its own: aligned to kCacheLine and rounded up to
+// whole lines, so data one thread writes never shares a line with another's.
+inline constexpr size_t kCacheLine = 64;
+void* ArenaAllocateLines(size_t bytes);
 
 // fork(): the prepare handler takes the bump lock so the child never
 // inherits it mid-update; the parent releases it, the child resets it.

@@ -110,10 +110,9 @@ Nursery* Nurseries::Claim() {
     if (ring == nullptr && made < kMaxRings) {
       // Zeroed (empty), and on lines of its own: two threads' rings sharing
       // a cache line would each slow the other on every allocation.
-      void* memory = ArenaAllocate(sizeof(Nursery) + alignof(Nursery));
-      if (memory == nullptr) return nullptr;
-      const auto at = reinterpret_cast<uintptr_t>(memory);
-      ring = reinterpret_cast<Nursery*>((at + alignof(Nursery) - 1) & ~(alignof(Nursery) - 1));
+      static_assert(alignof(Nursery) == kCacheLine);
+      ring = static_cast<Nursery*>(ArenaAllocateLines(sizeof(Nursery)));
+      if (ring == nullptr) return nullptr;
       ring->owner = this;
       rings_[made] = ring;
       __atomic_store_n(&ring_count_, made + 1, __ATOMIC_RELEASE);

@@ -330,11 +330,9 @@ WalkMemo* ThreadMemo(uintptr_t stack_high) {
     // Only the owner gets here: it allocates the memo on first use.
     WalkMemo* memo = slot.memo.load(std::memory_order_acquire);
     if (memo == nullptr) {
-      // Zeroed (empty); the arena aligns to 16 bytes only.
-      void* memory = ArenaAllocate(sizeof(WalkMemo) + alignof(WalkMemo));
-      if (memory == nullptr) return nullptr;
-      const auto at = reinterpret_cast<uintptr_t>(memory);
-      memo = reinterpret_cast<WalkMemo*>((at + alignof(WalkMemo) - 1) & ~(alignof(WalkMemo) - 1));
+      static_assert(alignof(WalkMemo) == kCacheLine);
+      memo = static_cast<WalkMemo*>(ArenaAllocateLines(sizeof(WalkMemo)));  // zeroed: empty
+      if (memo == nullptr) return nullptr;
       slot.memo.store(memo, std::memory_order_release);
     }
     g_thread.cfi_memo_slot = index + 1;
