@@ -254,19 +254,8 @@ __attribute__((noinline)) uint32_t CaptureStackId() {
   if (truncated) kept = depth;
   // A CFI walk that reused the thread's previous one hashed only its new
   // frames (unwind/stack_hash.h). It holds no shim frames and was not cut.
-  if (hash.known && skip == 0 && !truncated) {
-    // The thread's previous stack again (a loop, a container growing): its
-    // id without the stack table. The whole 64-bit hash must match, more
-    // than the table's own cache trusts (unwind/stack_table.h). Measured:
-    // 120 alternating runs of the low-work workload, -7 ns per call.
-    if (hash.value == g_thread.last_stack_hash && g_thread.last_stack_id != 0) {
-      return g_thread.last_stack_id;
-    }
-    const uint32_t id = InternStackHashed(frames, kept, false, hash.value);
-    g_thread.last_stack_hash = hash.value;
-    g_thread.last_stack_id = id;
-    return id;
-  }
+  if (hash.known && skip == 0 && !truncated)
+    return InternStackHashed(frames, kept, false, hash.value);
   return InternStack(frames + skip, kept, truncated);
 }
 

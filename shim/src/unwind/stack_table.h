@@ -7,9 +7,12 @@
 // dense from 1, so the snapshot writer can address them through a two-level
 // directory. Entries live in the arena and are never freed.
 //
-// In front of it, a lock-free cache of 2^14 words (128 KiB) maps a stack's
-// hash to its id: sets of 8 words, one cache line each, chosen by 11 bits of
-// the hash; a word holds 24 bits of id and 40 other bits of the hash. A hit
+// In front of it, each thread remembers the hash and id of the stack it
+// interned last (ThreadState): the same 64-bit hash again takes that id
+// without touching shared memory. Behind that, a lock-free cache of 2^14
+// words (128 KiB) maps a stack's hash to its id: sets of 8 words, one cache
+// line each, chosen by 11 bits of the hash; a word holds 24 bits of id and
+// 40 other bits of the hash. A hit
 // costs one cache line and no frame comparison; that trusts 51 bits of a
 // 64-bit hash, a deliberate trade: two different stacks are confused with
 // probability about 2^-51 per pair (for a process with 10,000 distinct
