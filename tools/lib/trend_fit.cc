@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 namespace retain::tool {
 namespace {
@@ -21,6 +22,7 @@ constexpr double kDropErrors = 2;            // step 5
 constexpr double kWanderShareOfLevel = 0.1;  // step 5
 constexpr double kRateChange = 0.25;         // step 4
 constexpr double kSteadyRSquared = 0.8;      // step 5
+constexpr size_t kOtherSplitsTried = 4;      // step 5
 
 // A least-squares line over points [begin, end) of sorted arrays, computed
 // in two passes from the values themselves (exact for integral data such as
@@ -223,10 +225,12 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
   size_t best = 0;  // 0: no split
   double best_sse = 0;
   const double tie = 1e-9 * static_cast<double>(n);
+  std::vector<std::pair<double, size_t>> splits;  // (residual, b) of every allowed split
   for (size_t b = 1; b + kMinBandRequestCounts <= groups; ++b) {
     if (x_uncertainty > 0 && x.back() - x[group_start[b]] <= x_uncertainty) break;
     const double sse =
         SseOf(prefix[0], prefix[group_start[b]]) + SseOf(prefix[group_start[b]], prefix[n]);
+    splits.emplace_back(sse, b);
     if (best == 0 || sse < best_sse - tie) {
       best = b;
       best_sse = sse;
@@ -321,6 +325,29 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
       if (tail_reading.holds) {
         reading = tail_reading;
         band_group = tail;
+      }
+    }
+  }
+  if (band_group == 0 && split) {
+    // The best split's B does not hold because a snapshot in it caught the
+    // cache one entry short (one evicted, the next not yet saved): B's line
+    // reads the dip at its head as a rise of one entry over B, or the dip
+    // ends the held tail early. The next best splits are read in the order
+    // of their residual; the first that passes the F test, holds, and has
+    // no point above its level (a replacement dips below the level, never
+    // above it: an owner that holds and then rises again keeps its
+    // verdict) is the plateau. A few suffice: a dip moves the best split by
+    // a request count or two.
+    const size_t tried = std::min(splits.size(), kOtherSplitsTried + 1);
+    std::partial_sort(splits.begin(), splits.begin() + static_cast<std::ptrdiff_t>(tried),
+                      splits.end());
+    for (size_t i = 0; i < tried && band_group == 0; ++i) {
+      const size_t b = splits[i].second;
+      if (b == best || !splits_better(b)) continue;
+      const Reading other = read_from(b);
+      if (other.holds && other.band.high <= other.level + other.band.noise) {
+        reading = other;
+        band_group = b;
       }
     }
   }

@@ -58,13 +58,20 @@
 //      where the held tail starts: the earliest request count from which
 //      all points differ by less than step 1's noise, at least 3 counts and
 //      more than x_uncertainty requests wide; it must pass the same F test
-//      and the same holding tests.
+//      and the same holding tests. When neither holds (a snapshot caught an
+//      entry being replaced: one evicted, the next not yet saved, and the
+//      dip at B's head reads as a rise over B, or cuts the held tail
+//      short), the next 4 splits by residual are read in that order: the
+//      first that passes the F test, holds, and has no point above its
+//      level by more than its noise (a replacement dips, it never adds) is
+//      the plateau.
 //      A split that is neither: what the single line says (linear or not).
 //   6. noise: anything else (moved, but neither steadily up nor up then
 //      holding; or going down).
 //
 // Everything is O(n) per series (prefix sums over the points for the
-// breakpoint), so thousands of snapshots cost nothing here.
+// breakpoint; at most 6 splits read), so thousands of snapshots cost
+// nothing here.
 #ifndef RETAIN_TOOLS_LIB_TREND_FIT_H_
 #define RETAIN_TOOLS_LIB_TREND_FIT_H_
 

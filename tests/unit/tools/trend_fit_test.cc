@@ -271,6 +271,35 @@ TEST(FitTrendIssueTest, AFillThatSlowsBeforeHoldingIsAPlateau) {
   EXPECT_NE(FitTrend(x, rising, {}, kOwnerMinStep, 3).verdict, Verdict::kPlateau);
 }
 
+// A later CI run of the same test, on a loaded machine: the snapshots lag
+// their triggers (the one asked for at request 20 was taken at 33) and up
+// to 8 requests were in flight at a capture, so a plateau's band must span
+// more than 8 requests. The snapshot at 20 caught a state being replaced
+// (one evicted, the next not yet saved): 15 MiB. The least-squares split
+// among those allowed falls at 20, where B (15, 16, 16, 16) reads that dip
+// as a rise of one state: not significant, too steady to wander, more than
+// half of B's range. The verdict was linear; the split at 17 holds.
+TEST(FitTrendIssueTest, AStateBeingReplacedAtTheBandsFirstSnapshotIsStillAPlateau) {
+  const std::vector<double> x = {2, 5, 5, 8, 13, 17, 20, 33, 35, 40};
+  const std::vector<double> mib = {1, 4, 6, 7, 12, 16, 15, 16, 16, 16};
+  std::vector<double> y;
+  for (double m : mib) y.push_back(m * kMiB);
+  for (double uncertainty : {0.0, 3.0, 7.0, 8.0}) {
+    const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, uncertainty);
+    EXPECT_EQ(fit.verdict, Verdict::kPlateau) << uncertainty << ": " << Show(fit);
+    EXPECT_EQ(fit.level, 16 * kMiB) << uncertainty;
+    EXPECT_EQ(fit.band_high, 16 * kMiB) << uncertainty;
+  }
+  const TrendFit wide = FitTrend(x, y, {}, kOwnerMinStep, 8);
+  EXPECT_EQ(wide.flat_from, 17);
+  EXPECT_EQ(wide.band_low, 15 * kMiB);
+  // The same dip on an owner that goes on rising (17, 18 MiB at 35, 40).
+  std::vector<double> rising = y;
+  rising[8] = 17 * kMiB;
+  rising[9] = 18 * kMiB;
+  EXPECT_EQ(FitTrend(x, rising, {}, kOwnerMinStep, 8).verdict, Verdict::kLinear);
+}
+
 TEST(FitTrendIssueTest, SampledEstimateAlternatingBetweenTwoValuesIsNeverLinear) {
   // RETAIN_SAMPLE=512KiB: 8,609,792 and 9,134,100 bytes, in every order.
   const double interval = 512 * kKiB;
@@ -701,6 +730,71 @@ TEST(FitTrendPropertyTest, CachesFilledAheadOfTheRequestCountPlateauWhereTheyHol
   }
   EXPECT_GT(plateaus, warm_ups);
   std::cout << "filled ahead of x: " << plateaus << " plateau, " << warm_ups << " warm-up\n";
+}
+
+// Series whose snapshots each catch, with probability 1/8, an entry being
+// replaced: one entry short of what the requests served imply. (The Go
+// runner with four clients on a loaded machine: 2 of 150 snapshots after
+// the fill in 8 runs, and 1 of 5 in the CI run above.)
+std::vector<double> WithReplacementDips(const std::vector<double>& entries, double entry,
+                                        Rng& rng) {
+  std::vector<double> y;
+  for (double e : entries) y.push_back((Int(rng, 0, 7) == 0 && e >= 1 ? e - 1 : e) * entry);
+  return y;
+}
+
+TEST(FitTrendPropertyTest, CachesCaughtMidReplacementPlateauUnderLaggingSnapshots) {
+  // Concurrent clients on a loaded machine: 3 to 8 requests in flight at a
+  // capture, a snapshot holds x + 0..3 entries until the cache is full,
+  // and any snapshot may catch an entry being replaced.
+  int plateaus = 0, warm_ups = 0;
+  for (int seed = 0; seed < kSeeds; ++seed) {
+    Rng rng(9000 + seed);
+    const double entry = Uniform(rng, 0.25, 40) * kMiB;
+    const int held = Int(rng, 12, 24);
+    const int requests = Int(rng, held + 16, 60);
+    const double uncertainty = Int(rng, 3, 8);
+    // Snapshots coalesce once the cache is full (each takes longer): a
+    // quarter of them are not taken. (With half not taken, 4 of 200 read
+    // linear: the fill scatters by 3 entries and too few points follow it
+    // for any split to pass the F test or for the band to span more than
+    // the uncertainty.)
+    std::vector<double> x;
+    for (double r : RequestAxis(Axis::kConcurrent, requests, rng)) {
+      if (r < held || r == requests || Int(rng, 0, 3) != 0) x.push_back(r);
+    }
+    std::vector<double> entries;
+    for (double r : x) entries.push_back(std::min<double>(held, r + Int(rng, 0, 3)));
+    const std::vector<double> y = WithReplacementDips(entries, entry, rng);
+    const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, uncertainty);
+    const std::string where =
+        absl::StrCat("seed ", seed, " uncertainty ", uncertainty, ": ", Show(x, y), " ", Show(fit));
+    if (fit.request_counts < kMinRequestCounts) continue;
+    ASSERT_TRUE(fit.verdict == Verdict::kPlateau || fit.verdict == Verdict::kWarmUp) << where;
+    (fit.verdict == Verdict::kPlateau ? plateaus : warm_ups)++;
+    EXPECT_GE(fit.level, (held - 1) * entry) << where;
+    EXPECT_LE(fit.level, held * entry) << where;
+    EXPECT_LE(fit.band_high, held * entry) << where;
+  }
+  EXPECT_GT(plateaus, warm_ups);
+  std::cout << "caught mid-replacement: " << plateaus << " plateau, " << warm_ups << " warm-up\n";
+}
+
+TEST(FitTrendPropertyTest, ALeakCaughtMidReplacementIsLinear) {
+  // The same dips and lag on an owner that keeps one entry per request.
+  for (int seed = 0; seed < kSeeds; ++seed) {
+    Rng rng(9500 + seed);
+    const double entry = Uniform(rng, 0.25, 40) * kMiB;
+    const double uncertainty = Int(rng, 3, 8);
+    const std::vector<double> x = RequestAxis(Axis::kConcurrent, Int(rng, 30, 60), rng);
+    std::vector<double> entries;
+    for (double r : x) entries.push_back(r + Int(rng, 0, 3));
+    const std::vector<double> y = WithReplacementDips(entries, entry, rng);
+    const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, uncertainty);
+    if (fit.request_counts < kMinRequestCounts) continue;
+    EXPECT_EQ(fit.verdict, Verdict::kLinear) << "seed " << seed << " uncertainty " << uncertainty
+                                             << ": " << Show(x, y) << " " << Show(fit);
+  }
 }
 
 TEST(FitTrendPropertyTest, ALeakOnEveryKthRequestIsLinear) {
