@@ -329,10 +329,10 @@ TrendFit FitTrend(const std::vector<double>& x_in, const std::vector<double>& y_
     }
   }
   if (band_group == 0 && split) {
-    // The best split's B does not hold because a snapshot in it caught the
-    // cache one entry short (one evicted, the next not yet saved): B's line
-    // reads the dip at its head as a rise of one entry over B, or the dip
-    // ends the held tail early. The next best splits are read in the order
+    // The best split's B does not hold, typically because a snapshot in it
+    // caught the cache one entry short (one evicted, the next not yet
+    // saved): B's line reads the dip at its head as a rise of one entry
+    // over B, or the dip ends the held tail early. The next best splits are read in the order
     // of their residual; the first that passes the F test, holds, and has
     // no point above its level (a replacement dips below the level, never
     // above it: an owner that holds and then rises again keeps its

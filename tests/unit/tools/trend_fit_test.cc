@@ -702,10 +702,16 @@ TEST(FitTrendPropertyTest, ALeakUnderAFilledCacheIsLinearAtTheLeakRate) {
   }
 }
 
+// Concurrent clients: a request saves its entry before it ends, so a
+// snapshot at x requests ended holds x + 0..3 entries until the cache is
+// full, and exactly `held` entries after.
+std::vector<double> EntriesFilledAhead(const std::vector<double>& x, int held, Rng& rng) {
+  std::vector<double> entries;
+  for (double r : x) entries.push_back(std::min(static_cast<double>(held), r + Int(rng, 0, 3)));
+  return entries;
+}
+
 TEST(FitTrendPropertyTest, CachesFilledAheadOfTheRequestCountPlateauWhereTheyHold) {
-  // Concurrent clients: a request saves its entry before it ends, so a
-  // snapshot at x requests ended holds x + 0..3 entries until the cache is
-  // full, and exactly `held` entries after.
   int plateaus = 0, warm_ups = 0;
   for (int seed = 0; seed < kSeeds; ++seed) {
     Rng rng(7000 + seed);
@@ -714,9 +720,7 @@ TEST(FitTrendPropertyTest, CachesFilledAheadOfTheRequestCountPlateauWhereTheyHol
     const int requests = Int(rng, held + 12, 60);
     const std::vector<double> x = RequestAxis(Axis::kConcurrent, requests, rng);
     std::vector<double> y;
-    for (double r : x) {
-      y.push_back(std::min(static_cast<double>(held), r + Int(rng, 0, 3)) * entry);
-    }
+    for (double e : EntriesFilledAhead(x, held, rng)) y.push_back(e * entry);
     const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, /*x_uncertainty=*/3);
     const std::string where = absl::StrCat("seed ", seed, ": ", Show(x, y), " ", Show(fit));
     if (fit.request_counts < kMinRequestCounts) continue;
@@ -745,8 +749,8 @@ std::vector<double> WithReplacementDips(const std::vector<double>& entries, doub
 
 TEST(FitTrendPropertyTest, CachesCaughtMidReplacementPlateauUnderLaggingSnapshots) {
   // Concurrent clients on a loaded machine: 3 to 8 requests in flight at a
-  // capture, a snapshot holds x + 0..3 entries until the cache is full,
-  // and any snapshot may catch an entry being replaced.
+  // capture, the cache filled ahead of x as above, and any snapshot may
+  // catch an entry being replaced.
   int plateaus = 0, warm_ups = 0;
   for (int seed = 0; seed < kSeeds; ++seed) {
     Rng rng(9000 + seed);
@@ -763,9 +767,7 @@ TEST(FitTrendPropertyTest, CachesCaughtMidReplacementPlateauUnderLaggingSnapshot
     for (double r : RequestAxis(Axis::kConcurrent, requests, rng)) {
       if (r < held || r == requests || Int(rng, 0, 3) != 0) x.push_back(r);
     }
-    std::vector<double> entries;
-    for (double r : x) entries.push_back(std::min<double>(held, r + Int(rng, 0, 3)));
-    const std::vector<double> y = WithReplacementDips(entries, entry, rng);
+    const std::vector<double> y = WithReplacementDips(EntriesFilledAhead(x, held, rng), entry, rng);
     const TrendFit fit = FitTrend(x, y, {}, kOwnerMinStep, uncertainty);
     const std::string where =
         absl::StrCat("seed ", seed, " uncertainty ", uncertainty, ": ", Show(x, y), " ", Show(fit));
