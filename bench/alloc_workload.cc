@@ -2,14 +2,16 @@
 // the shim's overhead beside other heap profilers (bench/overhead_bench.sh).
 //
 //   bench_alloc_workload [OPERATIONS_PER_THREAD=2000000] [WORK_ITERATIONS=56]
-//                        [SIZE_MIX=mixed|small]
+//                        [SIZE_MIX=mixed|small] [PATHS=shallow|deep]
 //
 // `8 small` is the low-work workload of bench/README.md (~50-100 ns of the
-// program's own work per allocation call, every block 1-256 bytes).
+// program's own work per allocation call, every block 1-256 bytes); `8 small
+// deep` the same with call paths 60-100 frames deep, past the default
+// RETAIN_DEPTH (48): every stack is cut there.
 //
 // Two threads. Each repeatedly descends through a call path 8-42 frames deep
-// (recursion over four noinline functions chosen by a deterministic PRNG,
-// ~500 distinct paths per thread) and, at the bottom, performs a short batch
+// (60-100 with PATHS=deep; recursion over four noinline functions chosen by a
+// deterministic PRNG, ~500 distinct paths per thread) and, at the bottom, performs a short batch
 // of operations through every allocation entry point: malloc, calloc,
 // realloc, posix_memalign, memalign, aligned_alloc, operator new/delete,
 // new[]/delete[], std::vector, std::string and std::map growth. Lifetimes
@@ -49,6 +51,8 @@ long g_work_iterations = 56;
 // SIZE_MIX "small": every block 1-256 bytes (no large blocks, whose zeroing
 // and first touch would dominate a low-work run).
 bool g_small_sizes = false;
+// PATHS "deep": 30-50 levels (60-100 frames) instead of 4-21.
+bool g_deep_paths = false;
 
 struct Rng {
   uint64_t s;
@@ -340,8 +344,10 @@ void Run(ThreadState* t, int id, long operations) {
   long batches = operations / 8;
   for (long b = 0; b < batches; ++b) {
     uint32_t path_id = t->rng.Below(kPaths);
-    // Frames per path: 8..42, counting Step + Path* pairs (2 per level).
-    int levels = 4 + static_cast<int>(path_id % 18);
+    // Frames per path: 8..42 (deep: 60..100), counting Step + Path* pairs
+    // (2 per level).
+    const int levels =
+        g_deep_paths ? 30 + static_cast<int>(path_id % 21) : 4 + static_cast<int>(path_id % 18);
     Rng path{0xD1B54A32D192ED03ULL * (path_id + 1)};
     t->checksum += Step(*t, path, levels);
   }
@@ -354,6 +360,7 @@ int main(int argc, char** argv) {
   long operations = argc > 1 ? atol(argv[1]) : 2000000;
   if (argc > 2) g_work_iterations = atol(argv[2]);
   if (argc > 3) g_small_sizes = strcmp(argv[3], "small") == 0;
+  if (argc > 4) g_deep_paths = strcmp(argv[4], "deep") == 0;
 
   auto w0 = std::chrono::steady_clock::now();
   uint64_t x = Work(1);

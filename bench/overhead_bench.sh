@@ -37,9 +37,11 @@
 #               pipeline on a run of HEAPTRACK_SMALL_OPS operations per thread.
 #
 # Workloads (BENCH_WORKLOAD): "mixed" (default: bench_alloc_workload OPS,
-# 56 work iterations per call, sizes up to 64 KB) or "low" (OPS 8 small: 8
+# 56 work iterations per call, sizes up to 64 KB), "low" (OPS 8 small: 8
 # work iterations per call, every block 1-256 bytes: ~50-100 ns of the
-# program's own work per allocation call).
+# program's own work per allocation call) or "deep" (OPS 8 small deep: the
+# low-work workload with call paths 60-100 frames deep, every stack cut at
+# RETAIN_DEPTH).
 #
 # Environment: BENCH_WORKLOAD (above), BENCH_CONFIGS (space-separated subset
 # of the configurations, e.g. "none retain retain_sampled heaptrack"),
@@ -71,7 +73,8 @@ workload=${BENCH_WORKLOAD:-mixed}
 case $workload in
   mixed) wargs=() ;;
   low) wargs=(8 small) ;;
-  *) echo "overhead_bench.sh: BENCH_WORKLOAD is mixed or low" >&2; exit 2 ;;
+  deep) wargs=(8 small deep) ;;
+  *) echo "overhead_bench.sh: BENCH_WORKLOAD is mixed, low or deep" >&2; exit 2 ;;
 esac
 baseline_shim=${RETAIN_BENCH_BASELINE_SHIM:-}
 

@@ -232,8 +232,16 @@ struct MemoFrame {
   // kept; slots are 8-aligned), and in the low bits:
   uintptr_t step;
 };
-constexpr uintptr_t kStepUsesBp = 1;  // its CFA is rbp-based (or: unknown step)
+constexpr uintptr_t kStepUsesBp = 1;  // its CFA is rbp-based
 constexpr uintptr_t kStepFlags = 7;
+// The step from a walk's last frame, where it stopped short of the
+// outermost one (its depth limit, Go code): not taken, so no remembered
+// frame was computed from it, and it needs no rbp (marking it as reading rbp
+// would make every frame inside it that keeps rbp need its rbp too, and
+// send the checks of a stack cut at the depth limit off their fast path). A
+// walk that goes on from that frame steps it with its own rbp, carried out
+// from where it met the memo through the slots the steps reload it from.
+constexpr uintptr_t kStepNotTaken = 0;
 
 inline uintptr_t SlotOfStep(uintptr_t step) { return step & ~kStepFlags; }
 
@@ -493,7 +501,7 @@ class Walk {
       }
       if (!emitted) frames_[count_++] = ip;
       if (count_ == max_) {
-        Keep({ip, sp, bp, kStepUsesBp});  // a step not taken: assume it reads rbp
+        Keep({ip, sp, bp, kStepNotTaken});
         break;
       }
       const uint64_t rule = LookUp(cache_, ip);
@@ -505,7 +513,7 @@ class Walk {
         }
         if (rule == kFallbackRule) return -1;
         // Go code: the caller walks on with go_stack from here.
-        Keep({ip, sp, bp, kStepUsesBp});  // a step not taken
+        Keep({ip, sp, bp, kStepNotTaken});
         go_rule_ = rule;
         go_at_ = {ip, sp, bp};
         break;
@@ -564,7 +572,7 @@ class Walk {
       // The walk left the memo before and met it again: remember it whole.
       // Frame k is the outermost one, or one whose step was not taken.
       const bool complete = k == 0 && memo.complete;
-      Keep({memo.ip[k], memo.sp[k], bp, complete ? 0 : kStepUsesBp});
+      Keep({memo.ip[k], memo.sp[k], bp, kStepNotTaken});
       Remember(complete);
       return true;
     }
@@ -626,28 +634,49 @@ class Walk {
   UnwindRegisters go_at_;  // set with go_rule_
 };
 
+// A walk that ended without ending as the memo does (it left it, or never
+// met it): its frames, all in `kept` (innermost first), become the memo, as
+// Walk::Remember. Returns `count`, the walk's frame count.
+__attribute__((noinline)) int RememberWhole(WalkMemo& memo, const MemoFrame* kept, int kept_count,
+                                            bool complete, ptrdiff_t count) {
+  StoreFrames(memo, 0, kept, kept_count, false);
+  memo.complete = complete;
+  memo.count = kept_count;
+  return static_cast<int>(count);
+}
+
 // ---- The common case, without the general walk's bookkeeping ----
 //
 // Most walks step a few new inner frames by their rules, meet the memo and
-// find its remembered slots unchanged out to the outermost frame, perhaps
-// after leaving it once where the middle of the stack changed and meeting
-// it again further out. FastWalk does that in locals, and gives up (-1)
-// before it changes the memo on anything else: a frame without a plain rule
-// (Go code, the fallback, the outermost frame reached without the memo),
-// the depth limit, a memo that does not end at the outermost frame. The
-// general walk (Walk::Run) then takes the stack from the start.
+// find its remembered slots unchanged out to the outermost frame or to the
+// depth limit, perhaps after leaving it once where the middle of the stack
+// changed and meeting it again further out. FastWalk does that in locals.
+// A walk that never meets the memo again after leaving it (or never meets
+// it), or that runs past the end of a memo cut at its own depth limit,
+// steps on by rule to the outermost frame or to the depth limit and is
+// remembered whole, as the general walk does. It gives up (-1) before it
+// changes the memo on anything else: a frame without a plain rule (Go code,
+// the fallback), a return address below kLowestIp, more frames than a memo
+// holds. The general walk (Walk::Run) then takes the stack from the start.
 //
 // The frames are the general walk's: the same steps, the same joins (each
 // frame not yet emitted is compared with the memo before it is stepped),
-// the same checks of the remembered slots. So is the memo it leaves, with
-// one difference that no later walk can see: the general walk, once it left
-// the memo, rewrites all of it, outer frames included; this one rewrites
-// only the frames inside the last join, as when it never left. The outer
-// frames' return addresses, stack pointers, steps, folds and needs_bp bits
-// are the same either way (each depends only on the frame and those
-// further out, all checked), and of their rbp values the general walk
-// would store this walk's, which differ from the remembered ones only where
-// no step reads them (needs_bp clear): no walk compares those.
+// the same checks of the remembered slots, the same depth limit. So is the
+// memo it leaves, with one difference that no later walk can see: the
+// general walk, once it left the memo and met it again, rewrites all of it,
+// outer frames included (and drops those past a depth limit); this one
+// rewrites only the frames inside the last join, as when it never left. The
+// outer frames' return addresses, stack pointers, steps, folds and needs_bp
+// bits are the same either way (each depends only on the frame and those
+// further out, all checked or, past a depth limit, recorded by an earlier
+// walk and checked again by any walk that reuses them), and of their rbp
+// values the general walk would store this walk's, which differ from the
+// remembered ones only where no step reads them (needs_bp clear): no walk
+// compares those.
+//
+// (Stacks cut at the depth limit took the general walk until the eighth
+// round of bench/README.md: a third of the shim's instructions per call on
+// the deep workload.)
 
 int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintptr_t high,
              uintptr_t* frames, int max) {
@@ -666,22 +695,27 @@ int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintp
     while (join >= 0 && memo.sp[join] < sp) --join;
     if (join >= 0 && memo.sp[join] == sp && memo.ip[join] == ip &&
         (((memo.needs_bp >> join) & 1) == 0 || memo.bp[join] == bp)) {
-      // A stack cut at the depth limit: the general walk (handling it here
-      // measured slower: the cut stacks' later walks reuse less).
-      if (out + join >= last) return -1;
       *out++ = ip;
-      const int k = CheckRemembered(memo, join, 0, out);
-      if (k == 0) {
-        // Ends at the outermost frame.
-        if (!memo.complete || kept_count + join + 1 > kMemoFrames) return -1;
+      // Checked out to the outermost frame, or to the depth limit when the
+      // memo reaches past it (as Walk::Reuse).
+      const int room = static_cast<int>(last + 1 - out);
+      const int stop = join > room ? join - room : 0;
+      const int k = CheckRemembered(memo, join, stop, out);
+      if (k == stop && (out > last || (k == 0 && memo.complete))) {
+        // Ends at the depth limit or at the outermost frame: the memo keeps
+        // its frames from `join` out (those past a depth limit too, as
+        // Walk::UpdateInner) and gets this walk's inner ones.
+        if (kept_count + join + 1 > kMemoFrames) return -1;
         StoreFrames(memo, join + 1, kept, kept_count, ((memo.needs_bp >> join) & 1) != 0);
         memo.count = kept_count + join + 1;
         return static_cast<int>(out - frames);
       }
-      // Frame k - 1 changed: frames join .. k + 1 become this walk's own,
-      // with this walk's rbp (the slots their steps reload it from were
-      // checked where it matters, and are read again here), and the walk
-      // steps on from frame k, already emitted.
+      // Frame k - 1 changed, or frame k = 0 ends a memo cut at its own
+      // depth limit (its step not taken) short of this walk's: frames
+      // join .. k + 1 become this walk's own, with this walk's rbp (the
+      // slots their steps reload it from were checked where it matters, and
+      // are read again here), and the walk steps on from frame k, already
+      // emitted.
       if (kept_count + (join - k) >= kMemoFrames) return -1;
       for (int i = join; i > k; --i) {
         kept[kept_count++] = {memo.ip[i], memo.sp[i], bp, memo.step[i]};
@@ -692,13 +726,22 @@ int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintp
       sp = memo.sp[k];
       join = k - 1;
     } else {
-      if (out >= last) return -1;  // the depth limit
       *out++ = ip;
     }
-    // The step from (ip, sp, bp), by its rule.
     if (kept_count == kMemoFrames) return -1;
+    if (out > last) {
+      // The depth limit, stepping: a step not taken (assumed to read rbp).
+      // The walk left the memo or never met it: it is remembered whole.
+      kept[kept_count++] = {ip, sp, bp, kStepNotTaken};
+      return RememberWhole(memo, kept, kept_count, false, out - frames);
+    }
+    // The step from (ip, sp, bp), by its rule.
     const uint64_t rule = LookUp(cache, ip);
-    if ((rule & kOffsetBits) == 0) return -1;  // not a frame rule
+    if ((rule & kOffsetBits) == 0) {  // not a frame rule
+      if (rule != kOutermostRule) return -1;
+      kept[kept_count++] = {ip, sp, bp, 0};
+      return RememberWhole(memo, kept, kept_count, true, out - frames);
+    }
     uintptr_t next_ip, next_sp, next_bp, step;
     if (!StepByRule(rule, sp, bp, high, next_ip, next_sp, next_bp, step)) return -1;
     kept[kept_count++] = {ip, sp, bp, step};

@@ -67,6 +67,9 @@ thread_local bool t_armed;
 thread_local bool t_inside;
 thread_local uintptr_t t_stack_low;
 thread_local uintptr_t t_stack_high;
+// When not 0, the most frames a probe's CFI walk may give (a capture's
+// depth limit); libunwind's stack is compared up to it.
+thread_local int t_max_frames;
 
 // Both walks, from the frame of the malloc replacement.
 __attribute__((noinline)) void Probe(const uintptr_t* malloc_frame) {
@@ -81,8 +84,8 @@ __attribute__((noinline)) void Probe(const uintptr_t* malloc_frame) {
   }
   uintptr_t by_cfi[kMaxFrames];
   CfiStackHash hash;
-  const int cfi_count =
-      CfiUnwind(regs, t_stack_low, t_stack_high, by_cfi, kMaxFrames - skip, &hash);
+  const int max = t_max_frames > 0 ? std::min(t_max_frames, kMaxFrames - skip) : kMaxFrames - skip;
+  const int cfi_count = CfiUnwind(regs, t_stack_low, t_stack_high, by_cfi, max, &hash);
   g_probes.fetch_add(1);
   if (cfi_count >= 0 && hash.known) {
     g_hashed.fetch_add(1);
@@ -93,7 +96,7 @@ __attribute__((noinline)) void Probe(const uintptr_t* malloc_frame) {
     return;
   }
   g_frames.fetch_add(cfi_count);
-  bool same = cfi_count == libunwind_count - skip;
+  bool same = cfi_count == std::min(libunwind_count - skip, max);
   for (int i = 0; same && i < cfi_count; ++i) {
     same = by_cfi[i] == reinterpret_cast<uintptr_t>(by_libunwind[skip + i]);
   }
@@ -104,7 +107,7 @@ __attribute__((noinline)) void Probe(const uintptr_t* malloc_frame) {
   g_mismatches.fetch_add(1);
   if (!g_have_mismatch.exchange(true)) {
     g_mismatch.cfi_count = cfi_count;
-    g_mismatch.libunwind_count = libunwind_count - skip;
+    g_mismatch.libunwind_count = std::min(libunwind_count - skip, max);
     memcpy(g_mismatch.cfi, by_cfi, sizeof(uintptr_t) * cfi_count);
     for (int i = skip; i < libunwind_count; ++i) {
       g_mismatch.libunwind[i - skip] = reinterpret_cast<uintptr_t>(by_libunwind[i]);
@@ -446,6 +449,34 @@ TEST_F(CfiUnwinderTest, MemoUnderRandomSequences) {
   // Most walks reuse the previous one and give their hash (checked above
   // against StackHash of their frames).
   EXPECT_GE(g_hashed.load(), 200);
+}
+
+// The same under a depth limit that cuts most stacks, changed every few
+// walks: a walk cut inside the remembered one (the memo keeps the frames past
+// the cut), one that runs past the end of a memo that was itself cut and
+// steps on from there, one that meets the memo again and is cut after it,
+// and a stack that ends before the limit after a cut one. Each gives exactly
+// libunwind's first frames, as many as the limit allows.
+TEST_F(CfiUnwinderTest, MemoUnderRandomSequencesCutAtTheDepthLimit) {
+  std::mt19937 random(7);
+  const Leaf leaves[] = {Leaf::kMalloc, Leaf::kNew,       Leaf::kVector,
+                         Leaf::kString, Leaf::kStrdup,    Leaf::kAlloca,
+                         Leaf::kVla,    Leaf::kSharedLib, Leaf::kAlternate};
+  const int limits[] = {1, 2, 5, 9, 16, 24, 33, 49};
+  Arm();
+  for (int i = 0; i < 600; ++i) {
+    if (i % 5 == 0) t_max_frames = limits[random() % 8];
+    const int depth = static_cast<int>(random() % 40);
+    const unsigned seed = static_cast<unsigned>(random() % 16);
+    cfi_fixture::Descend(depth, seed, leaves[random() % 9]);
+    if (i % 60 == 0) cfi_fixture::AlternateCallers(6);
+  }
+  Disarm();
+  t_max_frames = 0;
+  ExpectAllMatch(600);
+  // The walks that ended short of the limit as the memo does gave their
+  // hash (checked against their frames above).
+  EXPECT_GE(g_hashed.load(), 20);
 }
 
 // Not a test: ns per walk and per frame, CFI against unw_backtrace, from a
