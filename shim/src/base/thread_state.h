@@ -72,9 +72,9 @@ struct ThreadState {
   // from there instead of passing every shim frame in between
   // (unwind/stack_capture.cc).
   uintptr_t hook_frame;
-  // The hash and id of the stack this thread interned last
-  // (unwind/stack_table.cc): a stack that repeats it takes the id without
-  // the table. id 0: none.
+  // The hash (or key: InternStackKeyed) and id of the stack this thread
+  // interned last (unwind/stack_table.cc): a stack that repeats it takes the
+  // id without the table. id 0: none.
   uint64_t last_stack_hash;
   uint32_t last_stack_id;
 };

@@ -801,12 +801,23 @@ __attribute__((noinline, cold)) int WalkThroughGo(uint64_t* cache, uint64_t rule
 
 // After a walk of `count` frames that updated `memo`: the memo holds this
 // walk's frames exactly when its count is the walk's, short of the depth
-// limit (a walk cut there leaves the memo longer than itself); then its
-// fold is this stack's hash, which `hash` (when not null) receives.
+// limit; then its fold is this stack's hash, which `hash` (when not null)
+// receives. A walk cut at the depth limit is the memo's innermost `count`
+// frames whenever the memo holds at least that many (it may keep frames
+// past the cut); then the fold over all of them, with `count`, is a key of
+// the stack (CfiStackHash::cut_key). (A walk too deep to remember leaves a memo of 0
+// frames.)
 inline void GiveHash(const WalkMemo& memo, int count, int max, CfiStackHash* hash) {
-  if (hash != nullptr && count > 0 && count < max && memo.count == count) {
+  if (hash == nullptr || count <= 0) return;
+  if (count < max && memo.count == count) {
     hash->known = true;
     hash->value = StackHashFinish(memo.fold[count - 1], count, false);
+  } else if (count == max && memo.count >= count) {
+    // The walk's frames are the innermost `count` of the memo's: both
+    // counts are in the key.
+    hash->cut_key = true;
+    hash->value =
+        StackHashFinish(StackHashStep(memo.fold[memo.count - 1], count), memo.count, true);
   }
 }
 
@@ -849,7 +860,7 @@ __attribute__((noinline)) int WalkWithMemo(uint64_t* cache, WalkMemo* memo,
 
 int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
               uintptr_t* frames, int max, CfiStackHash* hash) {
-  if (hash != nullptr) hash->known = false;
+  if (hash != nullptr) *hash = {false, false, 0};
 #if defined(__x86_64__)
   uint64_t* cache = Cache();
   if (cache == nullptr) return -1;

@@ -75,10 +75,18 @@ inline UnwindRegisters CallerOfFrame(const uintptr_t* fp) {
 // cannot be walked here: the caller must use another unwinder.
 // `hash`, when not null, receives StackHash(frames, count, false)
 // (unwind/stack_hash.h) when the walk could give it without hashing every
-// frame (it ended as the thread's memo of it does, below `max`); else
-// hash->known is false.
+// frame (it ended as the thread's memo of it does, below `max`): then
+// hash->known is true. A walk cut at `max` (count == max) gives a key of
+// its stack instead, when its memo holds it: hash->cut_key is true and
+// hash->value is a hash of the memo's fold over the remembered frames,
+// outermost first (this walk's frames and those past the cut an earlier
+// walk recorded), of their count and of `count`, so two walks with equal
+// keys gave the same frames, as far as a 64-bit hash tells. Not the
+// stack's hash (a cut stack's hash starts at the cut, where no fold does):
+// for caches only (InternStackKeyed).
 struct CfiStackHash {
   bool known;
+  bool cut_key;
   uint64_t value;
 };
 // `regs` by reference: a 24-byte struct by value is copied through memory

@@ -238,7 +238,7 @@ void LoadEarlyUnwinder() {
 __attribute__((noinline)) uint32_t CaptureStackId() {
   uintptr_t frames[kMaxDepth + kCaptureSlack];
   const int depth = GetConfig().depth;
-  CfiStackHash hash{false, 0};
+  CfiStackHash hash{false, false, 0};
   int count = CaptureRaw(frames, depth + kCaptureSlack, &hash);
   // Drop the shim's own frames (hook, recorder, capture).
   const uintptr_t begin = ShimCodeBegin();
@@ -253,9 +253,13 @@ __attribute__((noinline)) uint32_t CaptureStackId() {
   bool truncated = kept > depth;
   if (truncated) kept = depth;
   // A CFI walk that reused the thread's previous one hashed only its new
-  // frames (unwind/stack_hash.h). It holds no shim frames and was not cut.
+  // frames (unwind/stack_hash.h), or, cut at the depth limit (the walk's
+  // limit is depth + 1 frames: the last one only tells the cut), has a key
+  // for the caches instead. It holds no shim frames.
   if (hash.known && skip == 0 && !truncated)
     return InternStackHashed(frames, kept, false, hash.value);
+  if (hash.cut_key && skip == 0 && truncated)
+    return InternStackKeyed(frames, kept, true, hash.value);
   return InternStack(frames + skip, kept, truncated);
 }
 

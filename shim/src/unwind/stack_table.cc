@@ -119,6 +119,20 @@ uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, u
   return id;
 }
 
+uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, uint64_t key) {
+  // The thread's last stack by its key; anything else by its hash. (The
+  // hash -> id cache takes hashes only: a stack may have many keys, which
+  // would crowd it. Measured on the deep workload: +36 ns per call with the
+  // keys there, despite ~140 fewer instructions.)
+  if (key == g_thread.last_stack_hash && g_thread.last_stack_id != 0) {
+    return g_thread.last_stack_id;
+  }
+  const uint32_t id = InternCached(frames, depth, truncated, StackHash(frames, depth, truncated));
+  g_thread.last_stack_hash = key;
+  g_thread.last_stack_id = id;
+  return id;
+}
+
 namespace {
 
 uint32_t InternCached(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {

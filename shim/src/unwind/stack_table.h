@@ -23,6 +23,12 @@
 // of cache lines, where one word per line over 512 KiB missed the CPU's
 // cache on nearly every capture.
 //
+// The thread's last stack also takes keys (InternStackKeyed): values that
+// identify a stack as a hash does but are not its hash (a stack cut at the
+// depth limit is hashed from the cut, where no walker's fold starts; the
+// walker's key folds the frames past the cut too). The cache and the table
+// take hashes only, so each stack is still kept once, under one id.
+//
 // Thread-safe. Never allocates from the host heap. Not async-signal-safe.
 #ifndef RETAIN_SHIM_SRC_UNWIND_STACK_TABLE_H_
 #define RETAIN_SHIM_SRC_UNWIND_STACK_TABLE_H_
@@ -51,6 +57,14 @@ uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated);
 // `hash` must be exactly that value: a hit in the hash -> id cache is
 // trusted without comparing frames.
 uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
+
+// The same, for a caller that has a key of the stack rather than its hash:
+// a 64-bit value that the same stack may have several of but that two
+// stacks share only as two hashes collide (the CFI walker's key of a stack
+// cut at the depth limit, CfiStackHash::cut_key). A key equal to the
+// thread's last one gives that stack's id without hashing the frames;
+// anything else hashes them and goes on as InternStackHashed.
+uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, uint64_t key);
 
 // The entry with id `id`, or nullptr. Ids from 1 to StackCount().
 const StackEntry* FindStackById(uint32_t id);

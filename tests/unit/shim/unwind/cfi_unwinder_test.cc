@@ -71,6 +71,34 @@ thread_local uintptr_t t_stack_high;
 // depth limit); libunwind's stack is compared up to it.
 thread_local int t_max_frames;
 
+// Keys of walks cut at their depth limit (CfiStackHash::cut_key), each with
+// the frames of the first walk that gave it: a later walk with the same key
+// must have given the same frames. Filled by one thread at a time.
+struct CutKey {
+  uint64_t key;
+  std::vector<uintptr_t> frames;
+};
+std::vector<CutKey>* g_cut_keys;  // allocated by the test, outside probes
+std::atomic<int> g_cut_keyed;
+std::atomic<int> g_cut_key_repeats;
+std::atomic<int> g_cut_key_mismatches;
+
+void NoteCutKey(uint64_t key, const uintptr_t* frames, int count, int max) {
+  g_cut_keyed.fetch_add(1);
+  if (count != max) g_cut_key_mismatches.fetch_add(1);  // only walks cut at the limit
+  if (g_cut_keys == nullptr) return;
+  for (const CutKey& seen : *g_cut_keys) {
+    if (seen.key != key) continue;
+    g_cut_key_repeats.fetch_add(1);
+    if (seen.frames != std::vector<uintptr_t>(frames, frames + count)) {
+      g_cut_key_mismatches.fetch_add(1);
+    }
+    return;
+  }
+  // Allocates: the probe's malloc passes through (t_inside is set).
+  g_cut_keys->push_back({key, std::vector<uintptr_t>(frames, frames + count)});
+}
+
 // Both walks, from the frame of the malloc replacement.
 __attribute__((noinline)) void Probe(const uintptr_t* malloc_frame) {
   const UnwindRegisters regs = CallerOfFrame(malloc_frame);
@@ -91,6 +119,7 @@ __attribute__((noinline)) void Probe(const uintptr_t* malloc_frame) {
     g_hashed.fetch_add(1);
     if (hash.value != StackHash(by_cfi, cfi_count, false)) g_hash_mismatches.fetch_add(1);
   }
+  if (cfi_count >= 0 && hash.cut_key) NoteCutKey(hash.value, by_cfi, cfi_count, max);
   if (cfi_count < 0) {
     g_fallbacks.fetch_add(1);
     return;
@@ -236,6 +265,9 @@ class CfiUnwinderTest : public ::testing::Test {
     g_have_mismatch = false;
     g_hashed = 0;
     g_hash_mismatches = 0;
+    g_cut_keyed = 0;
+    g_cut_key_repeats = 0;
+    g_cut_key_mismatches = 0;
   }
 
   // Every probe walked by CFI gave libunwind's frames, and at least
@@ -243,6 +275,7 @@ class CfiUnwinderTest : public ::testing::Test {
   void ExpectAllMatch(int min_probes, bool fallbacks_allowed = false) {
     EXPECT_EQ(g_mismatches.load(), 0) << DescribeMismatch();
     EXPECT_EQ(g_hash_mismatches.load(), 0);
+    EXPECT_EQ(g_cut_key_mismatches.load(), 0);
     EXPECT_GE(g_matches.load(), min_probes);
     if (!fallbacks_allowed) {
       EXPECT_EQ(g_fallbacks.load(), 0);
@@ -463,6 +496,9 @@ TEST_F(CfiUnwinderTest, MemoUnderRandomSequencesCutAtTheDepthLimit) {
                          Leaf::kString, Leaf::kStrdup,    Leaf::kAlloca,
                          Leaf::kVla,    Leaf::kSharedLib, Leaf::kAlternate};
   const int limits[] = {1, 2, 5, 9, 16, 24, 33, 49};
+  std::vector<CutKey> cut_keys;
+  cut_keys.reserve(1000);
+  g_cut_keys = &cut_keys;
   Arm();
   for (int i = 0; i < 600; ++i) {
     if (i % 5 == 0) t_max_frames = limits[random() % 8];
@@ -473,10 +509,14 @@ TEST_F(CfiUnwinderTest, MemoUnderRandomSequencesCutAtTheDepthLimit) {
   }
   Disarm();
   t_max_frames = 0;
+  g_cut_keys = nullptr;
   ExpectAllMatch(600);
   // The walks that ended short of the limit as the memo does gave their
-  // hash (checked against their frames above).
+  // hash (checked against their frames above); those cut at it, a key that
+  // only walks with the same frames shared.
   EXPECT_GE(g_hashed.load(), 20);
+  EXPECT_GE(g_cut_keyed.load(), 300);
+  EXPECT_GE(g_cut_key_repeats.load(), 30);
 }
 
 // Not a test: ns per walk and per frame, CFI against unw_backtrace, from a

@@ -130,5 +130,41 @@ TEST(StackTableTest, TruncatedStacksAreHashedInLanesAndKeptExactly) {
   }
 }
 
+// Keys (InternStackKeyed, the CFI walker's keys of stacks cut at the depth
+// limit): a stack reached by several keys, and by its frames, is one stack
+// with one id, and the table holds it once; another stack under another key
+// gets its own id. The key the thread used last gives that id again; any
+// other key goes through the stack's hash.
+TEST(StackTableTest, KeysOfOneStackGiveItsOneId) {
+  uintptr_t frames[48];
+  for (int i = 0; i < 48; ++i) frames[i] = 0x7f1000002000u + uintptr_t(i) * 0x30;
+  const uint32_t before = StackCount();
+  const uint32_t id = InternStackKeyed(frames, 48, true, 0x1234567890abcdefu);
+  ASSERT_NE(id, 0u);
+  EXPECT_EQ(StackCount(), before + 1);
+  EXPECT_EQ(InternStackKeyed(frames, 48, true, 0x1234567890abcdefu), id);  // the last stack
+  EXPECT_EQ(InternStackKeyed(frames, 48, true, 0x0fedcba987654321u), id);  // a second key
+  EXPECT_EQ(InternStack(frames, 48, true), id);                            // by its frames
+  EXPECT_EQ(InternStackKeyed(frames, 48, true, 0x1234567890abcdefu), id);  // not the last key
+  EXPECT_EQ(StackCount(), before + 1);
+  uintptr_t other[48];
+  for (int i = 0; i < 48; ++i) other[i] = frames[i];
+  other[47] += 8;  // the outermost kept frame differs
+  const uint32_t other_id = InternStackKeyed(other, 48, true, 0x5555aaaa5555aaaau);
+  ASSERT_NE(other_id, 0u);
+  EXPECT_NE(other_id, id);
+  EXPECT_EQ(InternStack(other, 48, true), other_id);
+  EXPECT_EQ(StackCount(), before + 2);
+  // A key, then another stack by its hash, then the key again: the key's
+  // stack, not the one interned last.
+  EXPECT_EQ(InternStackKeyed(frames, 48, true, 0x1234567890abcdefu), id);
+  EXPECT_EQ(InternStack(other, 48, true), other_id);
+  EXPECT_EQ(InternStackKeyed(frames, 48, true, 0x1234567890abcdefu), id);
+  const StackEntry* entry = FindStackById(other_id);
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->truncated, 1);
+  for (int i = 0; i < 48; ++i) EXPECT_EQ(entry->frames[i], other[i]);
+}
+
 }  // namespace
 }  // namespace retain::shim
