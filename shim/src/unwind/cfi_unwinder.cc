@@ -730,8 +730,8 @@ int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintp
     }
     if (kept_count == kMemoFrames) return -1;
     if (out > last) {
-      // The depth limit, stepping: a step not taken (assumed to read rbp).
-      // The walk left the memo or never met it: it is remembered whole.
+      // The depth limit, stepping (the step from here not taken). The walk
+      // left the memo or never met it: it is remembered whole.
       kept[kept_count++] = {ip, sp, bp, kStepNotTaken};
       return RememberWhole(memo, kept, kept_count, false, out - frames);
     }
@@ -804,9 +804,9 @@ __attribute__((noinline, cold)) int WalkThroughGo(uint64_t* cache, uint64_t rule
 // limit; then its fold is this stack's hash, which `hash` (when not null)
 // receives. A walk cut at the depth limit is the memo's innermost `count`
 // frames whenever the memo holds at least that many (it may keep frames
-// past the cut); then the fold over all of them, with `count`, is a key of
-// the stack (CfiStackHash::cut_key). (A walk too deep to remember leaves a memo of 0
-// frames.)
+// past the cut; a walk too deep to remember leaves it empty); then the fold
+// over all of them, with both counts, is a key of the stack
+// (CfiStackHash::cut_key).
 inline void GiveHash(const WalkMemo& memo, int count, int max, CfiStackHash* hash) {
   if (hash == nullptr || count <= 0) return;
   if (count < max && memo.count == count) {
