@@ -127,9 +127,9 @@ uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, ui
   if (key == g_thread.last_stack_hash && g_thread.last_stack_id != 0) {
     return g_thread.last_stack_id;
   }
-  const uint32_t id = InternCached(frames, depth, truncated, StackHash(frames, depth, truncated));
-  g_thread.last_stack_hash = key;
-  g_thread.last_stack_id = id;
+  const uint32_t id =
+      InternStackHashed(frames, depth, truncated, StackHash(frames, depth, truncated));
+  g_thread.last_stack_hash = key;  // the id InternStackHashed left, under the key
   return id;
 }
 
