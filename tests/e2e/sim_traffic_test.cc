@@ -41,6 +41,7 @@ constexpr int kPromptChars = 256;             // 16 trie nodes a request
 constexpr int64_t kTrieBytesPerRequest = (kPromptChars / 16) * (kTrieNodeBytes + 145);
 constexpr int64_t kStateBytes = 1 << 20;  // --state-mib 1
 constexpr int64_t kCacheBytes = 4 << 20;  // --cache-mib 4: 4 entries
+constexpr int64_t kCacheEntries = 4;
 
 enum class Traffic { kOnePerConnection, kKeepAlive, kStreaming, kConcurrent };
 
@@ -241,7 +242,12 @@ TrafficTrend RunTraffic(Traffic traffic, std::map<std::string, std::string> env 
   if (server.port == 0) return {};
   Send(traffic, server.port, requests);
   std::vector<std::string> snapshots = StopSim(server, dir, requests);
-  EXPECT_GE(snapshots.size(), static_cast<size_t>(requests / 4)) << "snapshots coalesced";
+  // Snapshots asked for while one is being written coalesce; four clients
+  // at once on a loaded machine end requests faster than snapshots are
+  // written (a CI run: 12 snapshots for 64 requests).
+  const int per_snapshot = traffic == Traffic::kConcurrent ? 8 : 4;
+  EXPECT_GE(snapshots.size(), static_cast<size_t>(requests / per_snapshot))
+      << "snapshots coalesced";
   // Every snapshot is counted at its trigger, never at a request it did not see end.
   int64_t previous = 0;
   for (const std::string& file : snapshots) {
@@ -263,15 +269,25 @@ TrafficTrend RunTraffic(Traffic traffic, std::map<std::string, std::string> env 
   return TrendOf(snapshots);
 }
 
-// `concurrent`: four clients at once may complete the requests that fill the
-// cache between two snapshots (request counts 2, 6, 6, 6, ...), which reads
-// `warm-up`, "a plateau reached in one step"; also bounded, never bad.
+// Four clients at once may complete the requests that fill the cache
+// between two snapshots (request counts 2, 6, 6, 6, ...), which reads
+// `warm-up`, "a plateau reached in one step"; and on a loaded machine the
+// first snapshot may be taken after the cache filled (a CI run: asked for at
+// request 1, its rows read when 7 had ended), so every snapshot holds the
+// full cache: `flat`, what the snapshots show. All bounded, never a leak.
+bool ConcurrentCacheReadsBounded(const TrafficTrend& trend) {
+  const std::string& verdict = trend.cache.verdict;
+  const bool full_at_first_snapshot = !trend.x.empty() && trend.x.front() >= kCacheEntries;
+  return verdict == "plateau" || verdict == "warm-up" ||
+         (verdict == "flat" && full_at_first_snapshot);
+}
+
 void ExpectLikeTheBaseline(const TrafficTrend& trend, bool concurrent = false) {
   EXPECT_EQ(trend.trie.verdict, "linear") << trend.text;
   EXPECT_NEAR(trend.trie.bytes_per_request, kTrieBytesPerRequest, 0.05 * kTrieBytesPerRequest)
       << trend.text;
   if (concurrent) {
-    EXPECT_TRUE(trend.cache.verdict == "plateau" || trend.cache.verdict == "warm-up") << trend.text;
+    EXPECT_TRUE(ConcurrentCacheReadsBounded(trend)) << trend.text;
   } else {
     EXPECT_EQ(trend.cache.verdict, "plateau") << trend.text;
   }
@@ -433,8 +449,7 @@ TEST(SimTrafficTest, FourConcurrentClientsThroughTheFrontDoorReadAsWithTheSniffe
       << relayed.text << "\n"
       << sniffed.text;
   ExpectLikeTheBaseline(sniffed, /*concurrent=*/true);
-  EXPECT_TRUE(relayed.cache.verdict == "plateau" || relayed.cache.verdict == "warm-up")
-      << relayed.text;
+  EXPECT_TRUE(ConcurrentCacheReadsBounded(relayed)) << relayed.text;
   EXPECT_NEAR(relayed.cache.level, kCacheBytes, 4 * 1024) << relayed.text;
   EXPECT_EQ(relayed.cache.level, sniffed.cache.level);
 }
