@@ -14,6 +14,10 @@
 # Two runs of one comparison that disagree in sign mean: no difference this
 # machine can see.
 #
+# Either build may be the word `none`: the workload without the shim, so
+# `compare_builds.sh none build/libretain.so` gives what the shim adds per
+# allocation call as the median of paired runs (issue 17's measure).
+#
 # Environment: RETAIN_BUILD_DIR (default ./build; the workload is taken from
 # there), COMPARE_ENV (extra VAR=value words for both runs, e.g.
 # "RETAIN_SAMPLE=524288").
@@ -24,8 +28,9 @@ if (($# < 2)); then
   echo "usage: $0 A.so B.so [PAIRS=60] [OPERATIONS_PER_THREAD=1000000] [WORKLOAD ARGS...]" >&2
   exit 2
 fi
-a=$(realpath "$1")
-b=$(realpath "$2")
+resolve() { if [[ $1 == none ]]; then echo none; else realpath "$1"; fi; }
+a=$(resolve "$1")
+b=$(resolve "$2")
 pairs=${3:-60}
 ops=${4:-1000000}
 shift $(($# < 4 ? $# : 4))
@@ -33,7 +38,7 @@ workload_args=("$@")
 ((${#workload_args[@]} > 0)) || workload_args=(8 small)
 program=$build/bench/bench_alloc_workload
 for file in "$a" "$b" "$program"; do
-  [[ -f $file ]] || { echo "$0: $file: not found" >&2; exit 2; }
+  [[ $file == none || -f $file ]] || { echo "$0: $file: not found" >&2; exit 2; }
 done
 [[ $pairs =~ ^[1-9][0-9]*$ && $ops =~ ^[1-9][0-9]*$ ]] || {
   echo "$0: PAIRS and OPERATIONS_PER_THREAD must be positive integers" >&2
@@ -49,8 +54,10 @@ for ((i = 0; i < pairs; ++i)); do
   for which in "${order[@]}"; do
     shim=$a
     [[ $which == B ]] && shim=$b
+    preload=(LD_PRELOAD="$shim")
+    [[ $shim == none ]] && preload=()
     rm -rf "$work/out" && mkdir "$work/out"
-    /usr/bin/time -o "$work/time" -f "%U %S" env "${extra_env[@]}" LD_PRELOAD="$shim" \
+    /usr/bin/time -o "$work/time" -f "%U %S" env "${extra_env[@]}" "${preload[@]}" \
       RETAIN_DIR="$work/out" RETAIN_SIGNAL=none "$program" "$ops" "${workload_args[@]}" \
       >"$work/stdout"
     echo "$i $which $(cat "$work/time")" >>"$work/times"
