@@ -252,7 +252,7 @@ for line in open(os.path.join(d, "results.tsv")):
     f = line.rstrip("\n").split("\t")
     leak = f[8].split(" ")
     rows.setdefault(f[0], []).append(dict(
-        wall=float(f[2]), cpu=float(f[3]) + float(f[4]), rss=int(f[5]) if f[5] != "nan" else 0,
+        rep=int(f[1]), wall=float(f[2]), cpu=float(f[3]) + float(f[4]), rss=int(f[5]) if f[5] != "nan" else 0,
         size=int(f[6]), expected=f[7], leak=leak[0], estimated=leak[1], interval=leak[2],
         status=f[9]))
 
@@ -282,7 +282,8 @@ labels = {
     "heaptrack": ("heaptrack 1.4 `--raw` (recording)", "none"),
 }
 loads = [float(x) for x in read("loads").split()]
-print(f"workload {workload}: bench_alloc_workload {ops}{' 8 small' if workload == 'low' else ''} ops/thread, 2 threads; LeakForever total printed by "
+workload_args = {"mixed": "", "low": " 8 small", "deep": " 8 small deep"}[workload]
+print(f"workload {workload}: bench_alloc_workload {ops}{workload_args} ops/thread, 2 threads; LeakForever total printed by "
       f"every run: {', '.join(sorted(expected)) or 'none'}")
 if len(expected) > 1:
     print("WARNING: the runs printed different leaked totals")
@@ -359,6 +360,18 @@ if calls:
     print(f"allocation calls per run: {calls:,}; 'CPU ns added per call' = (CPU median - baseline CPU "
           f"median) / calls; 'wall ns added per call' = (wall median - baseline wall median) x 2 "
           f"threads / calls (each thread's calls run side by side)")
+# Issue 17's measure: the median over repetitions of one repetition's
+# difference (each configuration's run and its baseline's ran in the same
+# rotation, seconds apart), less exposed to this machine's drifting speed
+# than the difference of the two medians above.
+for c, (label, base) in labels.items():
+    if not calls or c not in rows or base not in rows:
+        continue
+    base_cpu = {x["rep"]: x["cpu"] for x in rows[base]}
+    paired = [(x["cpu"] - base_cpu[x["rep"]]) * 1e9 / calls for x in rows[c] if x["rep"] in base_cpu]
+    if paired:
+        print(f"{c}: CPU ns added per call, median of {len(paired)} paired repetitions: "
+              f"{med(paired):.0f} (min {min(paired):.0f}, max {max(paired):.0f})")
 if calls and "retain_fp" in rows:
     fb = [int(read(f"retain_fp.{r}/fp_fallbacks", "-1")) for r in range(1, reps + 1)]
     print(f"retain_fp: frame-pointer walks that broke and fell back to the CFI walker (shim health "
