@@ -2,7 +2,8 @@
 // proc_blocked_read allocates nothing after start and blocks in read(); the
 // shim's service thread writes a snapshot every 100 ms meanwhile (with no
 // snapshot signal installed: the interval alone starts the thread), and
-// RETAIN_KEEP=3 leaves the newest three, also after the exit snapshot.
+// RETAIN_KEEP=3 leaves the newest three, also after the exit snapshot,
+// which stays the last one even while later destructors run.
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -61,6 +62,40 @@ TEST(ProcContinuous, IntervalSnapshotsWhileBlockedKeepingTheNewestThree) {
   EXPECT_EQ(after[1].header().sequence(), after[0].header().sequence() + 1);
   EXPECT_EQ(after[2].header().sequence(), after[1].header().sequence() + 1);
   EXPECT_GT(after[2].header().sequence(), sequence_of(names.back()));
+}
+
+// Destructors of other libraries may run after the shim's (here one that
+// takes 350 ms, three and a half intervals): the service thread must not
+// write interval snapshots after the exit snapshot, which stays the last.
+TEST(ProcContinuous, NoIntervalSnapshotAfterTheExitSnapshot) {
+  TempDir retain_dir;
+  RunOptions options;
+  options.argv = {FixturePath("proc_slow_teardown")};
+  options.preload = true;
+  options.env["RETAIN_DIR"] = retain_dir.path();
+  options.env["RETAIN_SIGNAL"] = "none";
+  options.env["RETAIN_SNAPSHOT_INTERVAL"] = "100ms";
+  Child child(options);
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(child.WaitForStdout("waiting\n", 10000)) << child.Stderr();
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  const auto closed = std::chrono::steady_clock::now();
+  child.CloseStdin();
+  const RunResult run = child.Wait(30);
+  // The fixture's slow destructor ran (else this test would show nothing).
+  EXPECT_GE(std::chrono::steady_clock::now() - closed, std::chrono::milliseconds(300));
+  EXPECT_EQ(run.exit_code, 0) << run.stderr_data;
+  EXPECT_EQ(run.stderr_data, "");
+  std::vector<v1::Snapshot> all = LoadAll(retain_dir.path());
+  ASSERT_GE(all.size(), 2u) << "an interval snapshot while it waited, and the exit snapshot";
+  std::sort(all.begin(), all.end(), [](const v1::Snapshot& a, const v1::Snapshot& b) {
+    return a.header().sequence() < b.header().sequence();
+  });
+  EXPECT_EQ(all.back().header().trigger(), v1::TRIGGER_EXIT);
+  for (size_t i = 0; i + 1 < all.size(); ++i) {
+    EXPECT_EQ(all[i].header().trigger(), v1::TRIGGER_INTERVAL)
+        << "snapshot " << all[i].header().sequence() << " of " << all.size();
+  }
 }
 
 }  // namespace

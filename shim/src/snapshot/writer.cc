@@ -41,6 +41,8 @@ uint32_t g_sequence;           // guarded by g_write_mutex
 uint64_t g_previous_write_us;  // guarded by g_write_mutex
 // requests_at_trigger of the last every-N snapshot written; guarded by g_write_mutex.
 uint64_t g_newest_every_n;
+// The exit snapshot was taken (written or tried); guarded by g_write_mutex.
+bool g_exit_taken;
 
 // Why the last snapshot could not be written, and how many could not: for
 // the next snapshot's health block (the host's stderr is not the place).
@@ -156,6 +158,11 @@ bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigge
 // With g_write_mutex held.
 WriteOutcome WriteHeld(Trigger trigger, const char* label, uint64_t requests_at_trigger,
                        char* path_out, size_t path_size) {
+  // The periodic kinds end with the exit snapshot (writer.h).
+  if (g_exit_taken && (trigger == Trigger::kInterval || trigger == Trigger::kEveryNRequests)) {
+    return WriteOutcome::kSuperseded;
+  }
+  if (trigger == Trigger::kExit) g_exit_taken = true;
   if (trigger == Trigger::kEveryNRequests) {
     if (requests_at_trigger <= g_newest_every_n) return WriteOutcome::kSuperseded;
     g_newest_every_n = requests_at_trigger;
@@ -203,6 +210,7 @@ void SnapshotWriterResetInChild() {
   pthread_mutex_init(&g_write_mutex, nullptr);
   g_sequence = 0;
   g_newest_every_n = 0;
+  g_exit_taken = false;
   RetentionResetInChild();
 }
 

@@ -41,7 +41,11 @@ enum class Trigger : uint32_t {
 // On success returns true and, if `path_out` is given, the final path. On
 // failure records why for the next snapshot's health block and RETAIN_LOG.
 // An every-N snapshot whose count is not above the last every-N snapshot's
-// is not written (a newer one already covers it) and returns false.
+// is not written (a newer one already covers it) and returns false. Nor is
+// an interval or every-N snapshot once the exit snapshot was taken: the
+// exit snapshot stays the process's last of those (other libraries'
+// destructors may run for a while after the shim's), and RETAIN_KEEP never
+// drops it for a snapshot of the teardown.
 bool WriteSnapshot(Trigger trigger, const char* label, char* path_out, size_t path_size);
 bool WriteSnapshotAt(Trigger trigger, const char* label, uint64_t requests_at_trigger,
                      char* path_out, size_t path_size);
@@ -50,7 +54,8 @@ enum class WriteOutcome : uint8_t {
   kWritten,
   kFailed,      // tried and could not (recorded as above)
   kBusy,        // another snapshot is being written: nothing done
-  kSuperseded,  // an every-N snapshot with this count or a newer one exists
+  kSuperseded,  // an every-N snapshot with this count or a newer one exists, or
+                // (interval, every-N) the exit snapshot was taken
 };
 // WriteSnapshotAt, but never waits for a snapshot another thread is writing.
 WriteOutcome TryWriteSnapshot(Trigger trigger, const char* label, uint64_t requests_at_trigger);
