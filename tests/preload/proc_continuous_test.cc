@@ -17,14 +17,21 @@
 namespace retain::test::proc {
 namespace {
 
-TEST(ProcContinuous, IntervalSnapshotsWhileBlockedKeepingTheNewestThree) {
-  TempDir retain_dir;
+// `fixture` under the shim in continuous mode (every 100 ms, no snapshot
+// signal), its snapshots in `dir`.
+RunOptions ContinuousRun(const char* fixture, const std::string& dir) {
   RunOptions options;
-  options.argv = {FixturePath("proc_blocked_read")};
+  options.argv = {FixturePath(fixture)};
   options.preload = true;
-  options.env["RETAIN_DIR"] = retain_dir.path();
+  options.env["RETAIN_DIR"] = dir;
   options.env["RETAIN_SIGNAL"] = "none";
   options.env["RETAIN_SNAPSHOT_INTERVAL"] = "100ms";
+  return options;
+}
+
+TEST(ProcContinuous, IntervalSnapshotsWhileBlockedKeepingTheNewestThree) {
+  TempDir retain_dir;
+  RunOptions options = ContinuousRun("proc_blocked_read", retain_dir.path());
   options.env["RETAIN_KEEP"] = "3";
   Child child(options);
   ASSERT_GT(child.pid(), 0);
@@ -69,13 +76,7 @@ TEST(ProcContinuous, IntervalSnapshotsWhileBlockedKeepingTheNewestThree) {
 // write interval snapshots after the exit snapshot, which stays the last.
 TEST(ProcContinuous, NoIntervalSnapshotAfterTheExitSnapshot) {
   TempDir retain_dir;
-  RunOptions options;
-  options.argv = {FixturePath("proc_slow_teardown")};
-  options.preload = true;
-  options.env["RETAIN_DIR"] = retain_dir.path();
-  options.env["RETAIN_SIGNAL"] = "none";
-  options.env["RETAIN_SNAPSHOT_INTERVAL"] = "100ms";
-  Child child(options);
+  Child child(ContinuousRun("proc_slow_teardown", retain_dir.path()));
   ASSERT_GT(child.pid(), 0);
   ASSERT_TRUE(child.WaitForStdout("waiting\n", 10000)) << child.Stderr();
   std::this_thread::sleep_for(std::chrono::milliseconds(350));
