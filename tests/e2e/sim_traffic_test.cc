@@ -40,8 +40,8 @@ constexpr int kPromptChars = 256;             // 16 trie nodes a request
 // all allocated in PrefixTrie::Insert (the trend groups by function).
 constexpr int64_t kTrieBytesPerRequest = (kPromptChars / 16) * (kTrieNodeBytes + 145);
 constexpr int64_t kStateBytes = 1 << 20;  // --state-mib 1
-constexpr int64_t kCacheBytes = 4 << 20;  // --cache-mib 4: 4 entries
-constexpr int64_t kCacheEntries = 4;
+constexpr int64_t kCacheEntries = 4;      // --cache-mib 4: an entry a MiB
+constexpr int64_t kCacheBytes = kCacheEntries << 20;
 
 enum class Traffic { kOnePerConnection, kKeepAlive, kStreaming, kConcurrent };
 
