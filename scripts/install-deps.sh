@@ -38,6 +38,7 @@ TEST_PACKAGES=(
   nodejs                               # js.*: the HTML report's JavaScript units (node:test, no npm package)
   chromium                             # browser.*: the HTML report opened in headless Chromium (DevTools pipe)
   prometheus                           # prometheus.*: promtool test rules on share/prometheus/, and a real Prometheus scraping retain-exporter (tests/prometheus)
+  libjemalloc2 libgoogle-perftools4 libmimalloc2.0  # other mallocs preloaded beside the shim (tests/preload/proc_allocators_test.cc)
 )
 
 die() {

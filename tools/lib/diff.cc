@@ -404,6 +404,26 @@ const char* DiffModeName(DiffMode mode) {
   return "live";
 }
 
+std::string HeapUnrecordedWarning(const std::vector<const v1::Snapshot*>& snapshots,
+                                  const std::vector<std::string>& names) {
+  std::vector<size_t> unrecorded;
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    if (!snapshots[i]->header().foreign_malloc_path().empty()) unrecorded.push_back(i);
+  }
+  if (unrecorded.empty()) return "";
+  const size_t first = unrecorded.front();
+  const std::string which = unrecorded.size() == 1
+                                ? names[first]
+                                : absl::StrCat(unrecorded.size(), " of ", snapshots.size(),
+                                               " snapshots (first ", names[first], ")");
+  return absl::StrCat(
+      "heap not recorded in ", which, ": the process's malloc was ",
+      snapshots[first]->header().foreign_malloc_path(),
+      "'s, which the dynamic linker searched before libretain.so, so the shim's malloc hooks "
+      "never ran (mappings and GPU memory are recorded). Put libretain.so first in LD_PRELOAD "
+      "(retain-run does)");
+}
+
 bool IsDegraded(const v1::Snapshot& snapshot) {
   return snapshot.health().degraded() || snapshot.health().dropped_records() > 0;
 }

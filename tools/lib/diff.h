@@ -218,6 +218,13 @@ bool IsDegraded(const v1::Snapshot& snapshot);
 std::string DegradedWarning(const std::vector<const v1::Snapshot*>& snapshots,
                             const std::vector<std::string>& names);
 
+// One line that says which of `snapshots` (names[i] names snapshots[i]) come
+// from a process whose malloc was not the shim's (Header.foreign_malloc_path):
+// no heap allocation is in them, whatever their tables show. Empty when
+// every one recorded its heap.
+std::string HeapUnrecordedWarning(const std::vector<const v1::Snapshot*>& snapshots,
+                                  const std::vector<std::string>& names);
+
 // True when the two snapshots come from one process and build: pid, start
 // time and executable build-id equal. `reason` says why not.
 bool SameProcess(const v1::Snapshot& a, const v1::Snapshot& b, std::string* reason);

@@ -257,14 +257,18 @@ absl::StatusOr<DiffOutcome> RunDiffCommand(const DiffCommand& command,
   // shows it on top; JSON and folded output are for programs, so the person
   // running them hears it on stderr.
   const std::string degraded = DegradedWarning(read, names);
-  if (!degraded.empty() && plan->output != DiffOutput::kTable) {
-    notices->push_back(absl::StrCat("warning: ", degraded));
+  const std::string heap = HeapUnrecordedWarning(read, names);
+  if (plan->output != DiffOutput::kTable) {
+    for (const std::string* warning : {&degraded, &heap}) {
+      if (!warning->empty()) notices->push_back(absl::StrCat("warning: ", *warning));
+    }
   }
 
   FormatOptions format;
   format.top = command.top;
   format.by = plan->by;
   format.degraded_warning = degraded;
+  format.heap_warning = heap;
   DiffOutcome outcome;
   std::vector<std::string> over;
   if (command.trend) {

@@ -78,7 +78,8 @@ std::string JsonSnapshotRef(const v1::Snapshot& snapshot) {
                       ",\"sample_interval_bytes\":", h.sample_interval_bytes(),
                       ",\"degraded\":", IsDegraded(snapshot) ? "true" : "false",
                       ",\"dropped_records\":", snapshot.health().dropped_records(),
-                      ",\"dropped_bytes\":", snapshot.health().dropped_bytes(), "}");
+                      ",\"dropped_bytes\":", snapshot.health().dropped_bytes(),
+                      ",\"foreign_malloc\":", JsonStringOrNull(h.foreign_malloc_path()), "}");
 }
 
 // The "warnings" array: the degraded warning first, then `more` (an RSS
@@ -86,14 +87,17 @@ std::string JsonSnapshotRef(const v1::Snapshot& snapshot) {
 std::string JsonWarnings(const FormatOptions& options, const std::string& more = "") {
   std::vector<std::string> warnings;
   if (!options.degraded_warning.empty()) warnings.push_back(JsonString(options.degraded_warning));
+  if (!options.heap_warning.empty()) warnings.push_back(JsonString(options.heap_warning));
   if (!more.empty()) warnings.push_back(JsonString(more));
   for (const std::string& warning : options.warnings) warnings.push_back(JsonString(warning));
   return absl::StrCat("[", absl::StrJoin(warnings, ","), "]");
 }
 
-void AppendDegradedWarning(const FormatOptions& options, std::string* out) {
-  if (options.degraded_warning.empty()) return;
-  absl::StrAppend(out, "  WARNING     ", options.degraded_warning, "\n");
+// The warnings every figure below is subject to, first in the table.
+void AppendTopWarnings(const FormatOptions& options, std::string* out) {
+  for (const std::string* warning : {&options.degraded_warning, &options.heap_warning}) {
+    if (!warning->empty()) absl::StrAppend(out, "  WARNING     ", *warning, "\n");
+  }
 }
 
 std::string JsonDouble(double value) {
@@ -234,7 +238,7 @@ std::string FormatDiffText(const DiffResult& diff, const FormatOptions& options)
   std::string out;
   absl::StrAppend(&out, "retain-diff: ", diff.before == nullptr ? "live memory" : "retained memory",
                   " of ", after.header().exe_path(), " (pid ", after.header().pid(), ")\n");
-  AppendDegradedWarning(options, &out);
+  AppendTopWarnings(options, &out);
   absl::StrAppend(&out, "  mode        ", DiffModeName(diff.mode), ": ", diff.mode_reason, "\n");
   if (diff.before != nullptr) {
     absl::StrAppend(&out, "  before      ", Describe(*diff.before), " pid ",
@@ -479,7 +483,7 @@ std::string FormatTrendText(const TrendResult& trend, const FormatOptions& optio
   absl::StrAppend(&out, "retain-diff --trend: ", first.header().exe_path(), " (pid ",
                   first.header().pid(), "), ", trend.snapshots.size(), " snapshots, ",
                   Describe(first), " to ", Describe(last), "\n");
-  AppendDegradedWarning(options, &out);
+  AppendTopWarnings(options, &out);
   AppendMeasureLine(trend.measure, &out);
   const absl::string_view unit = trend.requests_from_tags ? "request" : "snapshot";
   absl::StrAppend(&out, "  x axis      ",

@@ -23,6 +23,9 @@ struct FormatOptions {
   // DegradedWarning() of the snapshots; shown first, as a WARNING line in
   // the table, as the first of "warnings" in JSON (with "degraded": true).
   std::string degraded_warning;
+  // HeapUnrecordedWarning() of the snapshots: a WARNING line after it, and
+  // in JSON's "warnings" after it.
+  std::string heap_warning;
   // The diff's stack tree (DiffStackTree): "stacks" in JSON; null when
   // not given.
   const StackTree* stacks = nullptr;

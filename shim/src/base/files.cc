@@ -39,6 +39,37 @@ ssize_t ReadSmallFile(const char* path, char* buffer, size_t size) {
   return static_cast<ssize_t>(total);
 }
 
+bool ReadFileInPieces(const char* path, char* buffer, size_t size,
+                      bool (*consume)(const char* piece, size_t length, void* context),
+                      void* context) {
+  int saved = errno;
+  int handle = ShimOpen(path, O_RDONLY);
+  if (handle < 0) {
+    errno = saved;
+    return false;
+  }
+  bool ok = true;
+  for (;;) {
+    ssize_t n;
+    {
+      // One read per hold: the lock is shared with the host's close_range
+      // and dup2 hooks, and `consume` may take its time.
+      ShimFdUse use(handle);
+      if (use.fd() < 0) {
+        ok = false;
+        break;
+      }
+      n = syscall(SYS_read, use.fd(), buffer, size);
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ok = false;
+    if (n <= 0 || !consume(buffer, static_cast<size_t>(n), context)) break;
+  }
+  ShimFdClose(handle);
+  errno = saved;
+  return ok;
+}
+
 int OpenShimFile(const char* path, int flags, unsigned int mode) {
   return ShimOpen(path, flags, mode);
 }

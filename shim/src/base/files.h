@@ -34,6 +34,15 @@ bool WriteAll(WriteOnce write_once, const void* data, size_t size) {
 // Returns the byte count, or -1.
 ssize_t ReadSmallFile(const char* path, char* buffer, size_t size);
 
+// Reads `path`, `size` bytes at a time into `buffer`, handing each piece to
+// `consume(piece, length, context)` (pieces split lines anywhere) until the
+// file ends or `consume` returns false. For files of any size
+// (/proc/self/maps); allocates nothing. False when the file cannot be opened
+// or a read fails.
+bool ReadFileInPieces(const char* path, char* buffer, size_t size,
+                      bool (*consume)(const char* piece, size_t length, void* context),
+                      void* context);
+
 // A file the shim writes: open (ShimOpen's handle, or -1 with errno), write
 // all of `data` (false on error, or when the host took the descriptor over
 // behind the hooks), close.

@@ -54,9 +54,11 @@ struct ThreadState {
   // that tied it (explicit, http-thread).
   uint32_t tag_id;
   uint32_t tag_rule;
-  // Bounds of this thread's stack for the frame-pointer walk (0 = unknown).
+  // Bounds of this thread's stack for the walks (unwind/stack_bounds.h;
+  // stack_high 0: not read yet, 1: unknown), and the reads that found none.
   uintptr_t stack_low;
   uintptr_t stack_high;
+  uint32_t stack_bounds_tries;
   // 1 + the index of this thread's slot for the CFI walker's memo of its
   // previous walk (unwind/cfi_unwinder.cc); 0 = none yet.
   uint32_t cfi_memo_slot;
@@ -77,6 +79,9 @@ struct ThreadState {
   // id without the table. id 0: none.
   uint64_t last_stack_hash;
   uint32_t last_stack_id;
+  // record/malloc_provider.h: 1 while the shim calls malloc as the program
+  // does; the malloc hook makes it 2 (so the shim's malloc is the process's).
+  uint32_t malloc_probe;
 };
 
 inline constexpr uintptr_t kNoNursery = 1;

@@ -21,6 +21,7 @@
 #include "record/gpu_devices.h"
 #include "record/gpu_recorder.h"
 #include "record/live_tables.h"
+#include "record/malloc_provider.h"
 #include "record/recorder.h"
 #include "record/sampler.h"
 #include "record/tag_table.h"
@@ -124,6 +125,7 @@ __attribute__((constructor)) void ShimConstructor() {
     return;
   }
   if (!InitializeShim()) return;
+  CheckMallocProvider();
   if (!LoadUnwinder() && GetConfig().unwind == UnwindMode::kLibunwind) {
     LogConfigError(
         "RETAIN_UNWIND=libunwind: cannot load libunwind.so.8; stacks come from frame"

@@ -76,6 +76,7 @@ using namespace retain::shim;
 RETAIN_EXPORT void* malloc(size_t size) noexcept {
   if (!HookReady()) return BootstrapAllocate(size, kMinAlignment);
   if (PassThrough()) {
+    if (RETAIN_UNLIKELY(g_thread.malloc_probe != 0)) g_thread.malloc_probe = 2;
     return PrivateHeapOwner() ? PrivateHeapAllocate(size, kMinAlignment) : g_real.malloc(size);
   }
   BusyScope scope;

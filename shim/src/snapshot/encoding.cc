@@ -18,6 +18,7 @@
 #include "record/gpu_devices.h"
 #include "record/gpu_recorder.h"
 #include "record/live_tables.h"
+#include "record/malloc_provider.h"
 #include "record/recorder.h"
 #include "record/sampler.h"
 #include "record/tag_table.h"
@@ -102,6 +103,8 @@ void EncodeHeader(ProtoBuffer& out, Trigger trigger, const char* label,
   header.UintField(22, requests_at_trigger);
   header.UintField(23, capture.requests_aborted);
   header.BoolField(24, residency_measured);
+  if (const char* foreign = ForeignMallocPath(); foreign[0] != '\0')
+    header.StringField(25, foreign);
   out.MessageField(1, header);
 }
 

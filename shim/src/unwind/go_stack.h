@@ -45,6 +45,7 @@
 
 #include "unwind/cfi_unwinder.h"
 #include "unwind/go_runtime.h"
+#include "unwind/stack_bounds.h"  // StackBounds
 
 namespace retain::shim {
 
@@ -60,11 +61,6 @@ enum class GoEntry : uint8_t {
 // or neither.
 enum class ReturnKind : uint8_t { kUnknown, kC, kGo };
 using ReturnClassifier = ReturnKind (*)(uintptr_t return_address);
-
-struct StackBounds {
-  uintptr_t low;
-  uintptr_t high;
-};
 
 struct GoWalkResult {
   int count = 0;  // frames written

@@ -2,7 +2,6 @@
 #include "unwind/stack_capture.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 
 #include <atomic>
 
@@ -13,6 +12,7 @@
 #include "unwind/go_runtime.h"
 #include "unwind/libunwind_isolation.h"
 #include "unwind/module_table.h"
+#include "unwind/stack_bounds.h"
 #include "unwind/stack_table.h"
 
 namespace retain::shim {
@@ -67,18 +67,21 @@ std::atomic<uint64_t> g_cfi_fallbacks;
 // one more to know the stack was cut.
 constexpr int kCaptureSlack = 12;
 
+// A thread whose stack the rules of unwind/stack_bounds.h do not fit may be
+// on a signal handler's alternate stack just now: it tries again at its next
+// few captures before its stacks go to libunwind for good.
+constexpr uint32_t kStackBoundsTries = 4;
+
 __attribute__((noinline, cold)) void ReadStackBounds() {
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) {
-    g_thread.stack_high = 1;  // unknown: frame-pointer walks are refused
+  const StackBounds bounds = ReadThreadStackBounds();
+  if (bounds.high == 0) {
+    // 0: read again next time; 1: unknown (frame-pointer and CFI walks are
+    // refused, libunwind takes the stacks).
+    if (++g_thread.stack_bounds_tries >= kStackBoundsTries) g_thread.stack_high = 1;
     return;
   }
-  void* low = nullptr;
-  size_t size = 0;
-  pthread_attr_getstack(&attr, &low, &size);
-  pthread_attr_destroy(&attr);
-  g_thread.stack_low = reinterpret_cast<uintptr_t>(low);
-  g_thread.stack_high = g_thread.stack_low + size;
+  g_thread.stack_low = bounds.low;
+  g_thread.stack_high = bounds.high;
 }
 
 inline void EnsureStackBounds() {
@@ -135,6 +138,7 @@ int CaptureByCfi(uintptr_t* frames, int max, CfiStackHash* hash = nullptr) {
   EnsureStackBounds();
   const uintptr_t low = g_thread.stack_low;
   const uintptr_t high = g_thread.stack_high;
+  if (high <= 1) return -1;  // not known (yet): libunwind needs no bounds
   const uintptr_t shim_begin = ShimCodeBegin();
   const uintptr_t shim_end = ShimCodeEnd();
   if (shim_begin == shim_end) return -1;  // the shim's range is not known yet

@@ -92,7 +92,8 @@ TEST(DegradedFormatTest, TableAndJsonShowTheWarningInsteadOfAShare) {
   EXPECT_THAT(json, HasSubstr(",\"degraded\":true,"));
   EXPECT_THAT(json, HasSubstr("\"explained_share\":null"));
   EXPECT_THAT(json, HasSubstr("\"warnings\":[\"after.pb is degraded: "));
-  EXPECT_THAT(json, HasSubstr("\"dropped_records\":5,\"dropped_bytes\":160}"));
+  EXPECT_THAT(json,
+              HasSubstr("\"dropped_records\":5,\"dropped_bytes\":160,\"foreign_malloc\":null}"));
 
   // Without the warning: no WARNING line, "degraded": false.
   const v1::Snapshot healthy = Snapshot(false, 0, 0, 4u << 20);
