@@ -67,9 +67,10 @@ std::atomic<uint64_t> g_cfi_fallbacks;
 // one more to know the stack was cut.
 constexpr int kCaptureSlack = 12;
 
-// A thread whose stack the rules of unwind/stack_bounds.h do not fit may be
-// on a signal handler's alternate stack just now: it tries again at its next
-// few captures before its stacks go to libunwind for good.
+// A thread whose bounds could not be read (the maps unreadable just then: no
+// descriptor free, say) or fit no rule of unwind/stack_bounds.h (no
+// descriptor of its own) tries again at its next few captures before its
+// stacks go to libunwind for good.
 constexpr uint32_t kStackBoundsTries = 4;
 
 __attribute__((noinline, cold)) void ReadStackBounds() {
