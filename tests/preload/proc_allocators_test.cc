@@ -128,6 +128,18 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &status) == 0;
 }
 
+// The fixture with `allocator` preloaded before the shim, or after it,
+// snapshots to `retain_dir`.
+FixtureRun RunWithAllocator(const std::string& allocator, bool before_the_shim,
+                            const std::string& retain_dir) {
+  EXPECT_TRUE(Exists(allocator)) << allocator << " missing: run scripts/install-deps.sh";
+  RunOptions options;
+  options.preload = !before_the_shim;  // the shim first, then the test's LD_PRELOAD
+  options.env["LD_PRELOAD"] = before_the_shim ? allocator + ":" + ShimPath() : allocator;
+  options.env["RETAIN_DIR"] = retain_dir;
+  return RunFixture(options);
+}
+
 // retain-run's order: the shim first, the allocator behind it as the real
 // malloc the hooks call.
 TEST(ProcAllocators, PreloadedAfterTheShimEveryBlockIsRecorded) {
@@ -135,13 +147,8 @@ TEST(ProcAllocators, PreloadedAfterTheShimEveryBlockIsRecorded) {
   for (const char* name : kAllocators) {
     SCOPED_TRACE(name);
     const std::string allocator = AllocatorPath(name);
-    ASSERT_TRUE(Exists(allocator)) << "missing: run scripts/install-deps.sh";
     TempDir retain_dir;
-    RunOptions options;
-    options.preload = true;  // the shim first, then the test's LD_PRELOAD
-    options.env["LD_PRELOAD"] = allocator;
-    options.env["RETAIN_DIR"] = retain_dir.path();
-    const FixtureRun traced = RunFixture(options);
+    const FixtureRun traced = RunWithAllocator(allocator, false, retain_dir.path());
     ExpectSameRun(traced, plain);
     const v1::Snapshot snapshot =
         ExpectSingleExitSnapshot(retain_dir.path(), FixturePath("proc_thread_attr"));
@@ -159,12 +166,8 @@ TEST(ProcAllocators, PreloadedBeforeTheShimTheHostRunsAndTheMissingHeapIsSaid) {
   for (const char* name : kAllocators) {
     SCOPED_TRACE(name);
     const std::string allocator = AllocatorPath(name);
-    ASSERT_TRUE(Exists(allocator)) << "missing: run scripts/install-deps.sh";
     TempDir retain_dir;
-    RunOptions options;
-    options.env["LD_PRELOAD"] = allocator + ":" + ShimPath();
-    options.env["RETAIN_DIR"] = retain_dir.path();
-    const FixtureRun traced = RunFixture(options);
+    const FixtureRun traced = RunWithAllocator(allocator, true, retain_dir.path());
     ExpectSameRun(traced, plain,
                   {"retain: malloc here is " + allocator +
                    "'s, which the dynamic linker searches before libretain.so: heap allocations "

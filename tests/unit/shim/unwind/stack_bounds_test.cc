@@ -93,6 +93,30 @@ TEST(StackBounds, TheMainThreadsAreGlibcs) {
   EXPECT_EQ(ours.high, glibc.high);
 }
 
+// `size` bytes of read-write memory between two inaccessible pages, so the
+// kernel cannot merge it with a neighbouring mapping: a mapping of its own.
+class GuardedRegion {
+ public:
+  explicit GuardedRegion(size_t size) : size_(size) {
+    auto* region = static_cast<char*>(
+        mmap(nullptr, size + 2 * kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (region == MAP_FAILED) return;
+    region_ = region;
+    if (mprotect(region_ + kPage, size, PROT_READ | PROT_WRITE) != 0) ADD_FAILURE() << "mprotect";
+  }
+  ~GuardedRegion() {
+    if (region_ != nullptr) munmap(region_, size_ + 2 * kPage);
+  }
+  GuardedRegion(const GuardedRegion&) = delete;
+  GuardedRegion& operator=(const GuardedRegion&) = delete;
+  char* start() const { return region_ == nullptr ? nullptr : region_ + kPage; }
+
+ private:
+  static constexpr size_t kPage = 4096;
+  size_t size_;
+  char* region_ = nullptr;
+};
+
 struct ThreadResult {
   StackBounds ours;
   GlibcBounds glibc;
@@ -132,13 +156,10 @@ TEST(StackBounds, AnotherThreadsRunFromItsLowEndToItsDescriptor) {
 // A stack the program gave its thread (pthread_attr_setstack), in a mapping
 // of its own between two inaccessible pages.
 TEST(StackBounds, AThreadOnAStackOfTheProgramsOwn) {
-  constexpr size_t kPage = 4096;
   constexpr size_t kStack = 256 * 1024;
-  auto* region = static_cast<char*>(
-      mmap(nullptr, kStack + 2 * kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(region, MAP_FAILED);
-  char* stack = region + kPage;
-  ASSERT_EQ(mprotect(stack, kStack, PROT_READ | PROT_WRITE), 0);
+  GuardedRegion region(kStack);
+  char* stack = region.start();
+  ASSERT_NE(stack, nullptr);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstack(&attr, stack, kStack);
@@ -149,20 +170,16 @@ TEST(StackBounds, AThreadOnAStackOfTheProgramsOwn) {
   EXPECT_LE(result.ours.high, reinterpret_cast<uintptr_t>(stack + kStack));
   EXPECT_GT(result.frame, result.ours.low);
   EXPECT_LT(result.frame, result.ours.high);
-  munmap(region, kStack + 2 * kPage);
 }
 
 // The main thread running on another stack when its bounds are read (a
 // coroutine's, a signal handler's alternate one): still its own stack's, so
 // the other one is outside them.
 TEST(StackBounds, TheMainThreadsOwnWhileOnAnotherStack) {
-  constexpr size_t kPage = 4096;
   constexpr size_t kSize = 64 * 1024;
-  auto* region = static_cast<char*>(
-      mmap(nullptr, kSize + 2 * kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(region, MAP_FAILED);
-  ASSERT_EQ(mprotect(region + kPage, kSize, PROT_READ | PROT_WRITE), 0);
-  const auto elsewhere = reinterpret_cast<uintptr_t>(region + kPage + kSize / 2);
+  GuardedRegion region(kSize);
+  ASSERT_NE(region.start(), nullptr);
+  const auto elsewhere = reinterpret_cast<uintptr_t>(region.start() + kSize / 2);
   const StackBounds bounds =
       StackBoundsFor(elsewhere, static_cast<uintptr_t>(pthread_self()),
                      reinterpret_cast<uintptr_t>(__libc_stack_end), /*main_thread=*/true);
@@ -170,7 +187,6 @@ TEST(StackBounds, TheMainThreadsOwnWhileOnAnotherStack) {
   EXPECT_EQ(bounds.low, glibc.low);
   EXPECT_EQ(bounds.high, glibc.high);
   EXPECT_FALSE(elsewhere >= bounds.low && elsewhere < bounds.high);
-  munmap(region, kSize + 2 * kPage);
 }
 
 // A thread whose descriptor is in no mapping (a raw clone's borrowed one
