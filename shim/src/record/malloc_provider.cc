@@ -11,7 +11,6 @@
 #include "base/process_info.h"
 #include "base/real_dlsym.h"
 #include "base/thread_state.h"
-#include "unwind/module_table.h"
 
 namespace retain::shim {
 namespace {
@@ -25,26 +24,16 @@ using FreeFn = void (*)(void*);
 // loader's order: where a malloc ahead of the shim's is defined.
 constexpr int kMaxAhead = 32;
 struct Ahead {
+  const char* shim;  // libretain.so's name as the loader lists it
   const char* names[kMaxAhead];
   int count;
 };
 
 int CollectAhead(dl_phdr_info* info, size_t, void* data) {
   auto* ahead = static_cast<Ahead*>(data);
-  if (info->dlpi_addr != 0 && ShimCodeBegin() >= info->dlpi_addr) {
-    // Ours once one of its loaded segments holds the shim's code.
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-      const ElfW(Phdr)& segment = info->dlpi_phdr[i];
-      const uintptr_t start = info->dlpi_addr + segment.p_vaddr;
-      if (segment.p_type == PT_LOAD && ShimCodeBegin() >= start &&
-          ShimCodeBegin() < start + segment.p_memsz) {
-        return 1;
-      }
-    }
-  }
-  if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0' && ahead->count < kMaxAhead) {
-    ahead->names[ahead->count++] = info->dlpi_name;
-  }
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
+  if (strcmp(info->dlpi_name, ahead->shim) == 0) return 1;  // the shim: the rest come after it
+  if (ahead->count < kMaxAhead) ahead->names[ahead->count++] = info->dlpi_name;
   return 0;
 }
 
@@ -53,7 +42,10 @@ int CollectAhead(dl_phdr_info* info, size_t, void* data) {
 // alone can answer with the executable's PLT entry for malloc, the address
 // the program uses for it, wherever it is defined.)
 const char* ForeignMallocOwner() {
+  Dl_info shim{};
+  if (dladdr(reinterpret_cast<void*>(&CheckMallocProvider), &shim) == 0) return ExePath();
   Ahead ahead{};
+  ahead.shim = shim.dli_fname;
   dl_iterate_phdr(CollectAhead, &ahead);
   for (int i = 0; i < ahead.count; ++i) {
     void* handle = dlopen(ahead.names[i], RTLD_LAZY | RTLD_NOLOAD);
@@ -77,13 +69,15 @@ void CheckMallocProvider() {
   const auto program_malloc = reinterpret_cast<MallocFn>(ShimDlsym(RTLD_DEFAULT, "malloc"));
   const auto program_free = reinterpret_cast<FreeFn>(ShimDlsym(RTLD_DEFAULT, "free"));
   if (program_malloc == nullptr || program_free == nullptr) return;
-  ++g_thread.busy;
-  g_thread.malloc_probe = 1;
-  void* volatile block = program_malloc(1);
-  const bool ours = g_thread.malloc_probe == 2;
-  g_thread.malloc_probe = 0;
-  program_free(block);
-  --g_thread.busy;
+  bool ours;
+  {
+    BusyScope busy;
+    g_thread.malloc_probe = 1;
+    void* volatile block = program_malloc(1);
+    ours = g_thread.malloc_probe == 2;
+    g_thread.malloc_probe = 0;
+    program_free(block);
+  }
   if (ours) return;
   strncpy(g_foreign_malloc_path, ForeignMallocOwner(), sizeof(g_foreign_malloc_path) - 1);
   LogConfigError(
