@@ -195,6 +195,18 @@ std::vector<std::string> DirEntries(const std::string& dir) {
   return names;
 }
 
+std::vector<std::string> ThreadNames(pid_t pid) {
+  std::vector<std::string> names;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  for (const std::string& tid : DirEntries(task_dir)) {
+    std::ifstream comm(task_dir + "/" + tid + "/comm");
+    std::string name;
+    if (std::getline(comm, name)) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 std::vector<std::string> WaitForSnapshots(const std::string& dir, size_t count, int timeout_ms) {
   std::vector<std::string> paths;
   for (int waited = 0;; waited += 5) {

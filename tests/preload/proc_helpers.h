@@ -71,6 +71,10 @@ std::vector<std::string> SnapshotPaths(const std::string& dir);
 // Every entry name in `dir` (dot files included), sorted.
 std::vector<std::string> DirEntries(const std::string& dir);
 
+// The names (comm) of the threads of process `pid` just now, sorted: the
+// shim's are "retain", "retain-ctl", "retain-door".
+std::vector<std::string> ThreadNames(pid_t pid);
+
 // Polls until `dir` holds at least `count` snapshot files or `timeout_ms`
 // passes; returns the snapshot paths seen last.
 std::vector<std::string> WaitForSnapshots(const std::string& dir, size_t count, int timeout_ms);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -127,6 +128,8 @@ TEST(ProcSignalSnapshot, WrittenWhileAProgramThatNeverAllocatesBlocksInRead) {
   ASSERT_TRUE(child.Signal(SIGUSR2));
   EXPECT_EQ(WaitForSnapshots(retain_dir.path(), 1, 2000).size(), 1u)
       << "no snapshot while the program blocked";
+  // Written on the program's own thread (proc_single_thread_test.cc).
+  EXPECT_EQ(ThreadNames(child.pid()), std::vector<std::string>{"proc_blocked_re"});
   child.CloseStdin();
   const RunResult run = child.Wait(30);
   EXPECT_EQ(run.exit_code, 0) << run.stderr_data;
@@ -137,9 +140,10 @@ TEST(ProcSignalSnapshot, WrittenWhileAProgramThatNeverAllocatesBlocksInRead) {
 }
 
 // The main thread ends with pthread_exit after the shim's service thread
-// was started (by the snapshot signal), and with the control endpoint's
-// thread running: the process still ends, with status 0, when its worker
-// does, and leaves its exit snapshot.
+// started (the program ran a thread of its own first) and wrote a signal
+// snapshot, and with the control endpoint's thread running: the process
+// still ends, with status 0, when its worker does, and leaves its exit
+// snapshot.
 void ExpectEndsWhenItsLastThreadDoes(const std::map<std::string, std::string>& env) {
   TempDir retain_dir;
   RunOptions options;
@@ -152,6 +156,9 @@ void ExpectEndsWhenItsLastThreadDoes(const std::map<std::string, std::string>& e
   ASSERT_TRUE(child.WaitForStdout("ready\n", 10000)) << child.Stderr();
   ASSERT_TRUE(child.Signal(SIGUSR2));
   ASSERT_EQ(WaitForSnapshots(retain_dir.path(), 1, 5000).size(), 1u);
+  const std::vector<std::string> threads = ThreadNames(child.pid());
+  EXPECT_NE(std::find(threads.begin(), threads.end(), "retain"), threads.end())
+      << testing::PrintToString(threads);
   ASSERT_TRUE(child.WriteStdin("go\n"));
   const auto start = std::chrono::steady_clock::now();
   const RunResult run = child.Wait(20);

@@ -20,15 +20,20 @@ add_executable(proc_preload_test
   ${_proc_dir}/proc_quiet_test.cc
   ${_proc_dir}/proc_continuous_test.cc
   ${_proc_dir}/proc_stack_use_test.cc
-  ${_proc_dir}/proc_allocators_test.cc)
+  ${_proc_dir}/proc_allocators_test.cc
+  ${_proc_dir}/proc_single_thread_test.cc)
 target_include_directories(proc_preload_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(proc_preload_test PRIVATE retain_test_support GTest::gtest_main)
 # Where Debian puts the allocators proc_allocators_test preloads (jemalloc,
 # tcmalloc, mimalloc: scripts/install-deps.sh).
 # retain-diff: what it says of a snapshot whose heap was not recorded.
+# Chromium (scripts/install-deps.sh): a program that must stay
+# single-threaded (its zygote) under the shim.
+find_program(RETAIN_CHROMIUM NAMES chromium chromium-browser)
 target_compile_definitions(proc_preload_test PRIVATE
   RETAIN_SYSTEM_LIBDIR="/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}"
-  RETAIN_DIFF_PATH="$<TARGET_FILE:retain-diff>")
+  RETAIN_DIFF_PATH="$<TARGET_FILE:retain-diff>"
+  RETAIN_CHROMIUM_PATH="$<$<BOOL:${RETAIN_CHROMIUM}>:${RETAIN_CHROMIUM}>")
 
 # The tests run the shim and the fixtures: build them first.
 get_property(_proc_fixtures GLOBAL PROPERTY RETAIN_PROC_FIXTURES)

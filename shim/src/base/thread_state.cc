@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/threads.h"
+
 namespace retain::shim {
 
 __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
@@ -11,6 +13,7 @@ __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
 uint32_t CurrentThreadId() {
   if (__builtin_expect(g_thread.tid == 0, 0)) {
     g_thread.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    NoteProgramThread(g_thread.tid);
   }
   return g_thread.tid;
 }

@@ -82,6 +82,13 @@ struct ThreadState {
   // record/malloc_provider.h: 1 while the shim calls malloc as the program
   // does; the malloc hook makes it 2 (so the shim's malloc is the process's).
   uint32_t malloc_probe;
+  // 1 on the shim's own threads (base/threads.h).
+  uint32_t shim_thread;
+  // hooks/interruptible_call.h: 1 + the number of the system call this
+  // thread blocks in inside a hook, which the snapshot signal's handler may
+  // end (0: none), and whether it did (snapshot/interrupted_call.h).
+  uint32_t interruptible_call;
+  uint32_t call_interrupted;
 };
 
 inline constexpr uintptr_t kNoNursery = 1;

@@ -5,15 +5,21 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <atomic>
 
 #include "base/files.h"
+#include "base/thread_state.h"
 
 namespace retain::shim {
+
+std::atomic<bool> g_service_thread_wanted;
+
 namespace {
 
 std::atomic<int> g_running;  // shim threads started and not yet returned
+std::atomic<bool> g_program_threaded;
 
 using ThreadMain = void* (*)(void*);
 
@@ -21,6 +27,7 @@ using ThreadMain = void* (*)(void*);
 // function pointer round-trip through void*, as dlsym does).
 void* RunShimThread(void* argument) {
   auto main = reinterpret_cast<ThreadMain>(argument);
+  g_thread.shim_thread = 1;
   void* result = main(nullptr);
   g_running.fetch_sub(1, std::memory_order_acq_rel);
   return result;
@@ -76,6 +83,22 @@ bool OnlyShimThreadsRemain() {
 void ExitIfOnlyShimThreadsRemain() {
   static std::atomic<bool> exiting;
   if (OnlyShimThreadsRemain() && !exiting.exchange(true)) exit(0);
+}
+
+bool ShimThreadRuns() { return g_running.load(std::memory_order_acquire) > 0; }
+
+bool ProgramIsThreaded() { return g_program_threaded.load(std::memory_order_acquire); }
+
+void NoteProgramThread(uint32_t tid) {
+  if (g_thread.shim_thread != 0 || g_program_threaded.load(std::memory_order_relaxed)) return;
+  if (tid == static_cast<uint32_t>(getpid())) return;
+  g_program_threaded.store(true, std::memory_order_release);
+  g_service_thread_wanted.store(true, std::memory_order_release);
+}
+
+void ShimThreadsResetInChild() {
+  g_running.store(0, std::memory_order_relaxed);
+  g_program_threaded.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace retain::shim

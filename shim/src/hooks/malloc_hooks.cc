@@ -16,7 +16,7 @@ constexpr size_t kMinAlignment = 16;
 void RecordAlloc(void* pointer, size_t size) {
   if (pointer == nullptr) return;
   if (ShouldRecordHeap(size)) RecordHeapAlloc(pointer, size);
-  MaybeStartServiceThread();
+  MaybeRunService();
 }
 
 // realloc and reallocarray. The old record is taken out before the real call

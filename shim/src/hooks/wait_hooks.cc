@@ -87,7 +87,7 @@ bool Resume(int result_is_eintr, uint32_t signals_before, int entry_errno) {
 // the snapshot signal alone.
 template <typename Attempt>
 auto Resuming(Attempt attempt) {
-  MaybeStartServiceThreadBeforeBlocking();
+  MaybeRunServiceBeforeBlocking();
   const int entry_errno = errno;
   for (;;) {
     const uint32_t before = g_thread.snapshot_signals;
@@ -270,7 +270,7 @@ RETAIN_EXPORT int clock_nanosleep(clockid_t clock, int flags, const timespec* re
   timespec own_remaining;
   timespec* left = remaining != nullptr ? remaining : &own_remaining;
   timespec next = *request;
-  MaybeStartServiceThreadBeforeBlocking();
+  MaybeRunServiceBeforeBlocking();
   for (;;) {
     const uint32_t before = g_thread.snapshot_signals;
     int error = g_real.clock_nanosleep(clock, flags, &next, left);
@@ -313,7 +313,7 @@ RETAIN_EXPORT unsigned int sleep(unsigned int seconds) {
     }
     return g_real.sleep(seconds);
   }
-  MaybeStartServiceThreadBeforeBlocking();
+  MaybeRunServiceBeforeBlocking();
   const int entry_errno = errno;
   const uint32_t before = g_thread.snapshot_signals;
   const Deadline deadline = Deadline::FromMicros(uint64_t{seconds} * 1000000);

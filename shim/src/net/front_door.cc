@@ -695,13 +695,6 @@ void StartFrontDoor() {
     errno = saved;
     return;
   }
-  if (config.snapshot_every != 0) {
-    // The every-N snapshots of relayed requests are the service thread's to
-    // write (net/relay.h): started now, so the relay thread never starts a
-    // thread (pthread_create may allocate from the host's heap).
-    WakeServiceThread();
-    StartServiceThread();
-  }
   int error = StartShimThread("retain-door", FrontDoorThreadMain);
   if (error != 0) {
     LogWarning("front door: cannot start its thread: %s", strerror(error));
@@ -709,6 +702,13 @@ void StartFrontDoor() {
     ShimFdClose(g_ask);
     g_ask = -1;
     g_state.store(kNone);
+  } else if (config.snapshot_every != 0) {
+    // The every-N snapshots of relayed requests are the service thread's to
+    // write (net/relay.h): started now (a shim thread runs, so it may), so
+    // the relay thread never starts a thread (pthread_create may allocate
+    // from the host's heap).
+    WakeServiceThread();
+    RunService();
   }
   errno = saved;
 }

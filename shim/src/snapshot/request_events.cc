@@ -110,7 +110,7 @@ uint64_t EndRequestQueued(uint32_t id, RequestEnd how) {
     RaiseTo(g_exact_ordinal, ordinal);
     WakeServiceThread();
   }
-  MaybeStartServiceThread();  // an idle server allocates nothing that would start it
+  MaybeRunService();  // an idle server allocates nothing that would start it
   return in_flight ? 0 : ordinal;
 }
 

@@ -17,21 +17,23 @@
 #include "base/threads.h"
 #include "record/tag_compaction.h"
 #include "record/tag_table.h"
+#include "snapshot/interrupted_call.h"
 #include "snapshot/request_events.h"
 #include "snapshot/signal_chain.h"
 #include "snapshot/writer.h"
 #include "unwind/go_runtime.h"
 
 namespace retain::shim {
-
-std::atomic<bool> g_service_thread_wanted;
-
 namespace {
 
 sem_t g_wakeup;
 std::atomic<bool> g_service_running;
 std::atomic<bool> g_service_started;  // StartServiceThread took the start
 std::atomic<bool> g_triggers_installed;
+// Work was asked of the service thread while it did not run (a signal, an
+// every-N snapshot, tag compaction): what makes RunService start it, or do
+// the work here.
+std::atomic<bool> g_work_waiting;
 std::atomic<uint32_t> g_pending_signal_snapshots;
 // ClosedTagCount() when the newest pending signal arrived.
 std::atomic<uint64_t> g_signal_requests_at_trigger;
@@ -115,7 +117,24 @@ void* ServiceThreadMain(void*) {
   return nullptr;
 }
 
-void OnSnapshotSignal(int) { NoteSnapshotSignal(); }
+// SA_SIGINFO: the interrupted registers tell whether a read or accept that
+// a hook armed can be ended (snapshot/interrupted_call.h).
+void OnSnapshotSignal(int, siginfo_t*, void* context) {
+  NoteSnapshotSignal();
+  const uint32_t armed = g_thread.interruptible_call;
+  if (armed != 0 && EndInterruptedSystemCall(context, static_cast<long>(armed) - 1)) {
+    g_thread.call_interrupted = 1;
+  }
+}
+
+void StartServiceThreadNow() {
+  if (g_service_started.exchange(true)) return;
+  int error = StartShimThread("retain", ServiceThreadMain);
+  if (error != 0) {
+    g_service_started.store(false);
+    LogDiagnostic("cannot start the service thread: %s", strerror(error));
+  }
+}
 
 // The kernel's struct for rt_sigaction (glibc's hides the signals it
 // reserves for itself).
@@ -136,6 +155,7 @@ void NoteSnapshotSignal() {
   if (g_service_running.load(std::memory_order_seq_cst)) {
     sem_post(&g_wakeup);
   } else {
+    g_work_waiting.store(true, std::memory_order_release);
     g_service_thread_wanted.store(true, std::memory_order_release);
   }
   errno = saved;
@@ -201,32 +221,52 @@ void InstallSnapshotTriggers() {
   }
   struct sigaction action;
   memset(&action, 0, sizeof(action));
-  action.sa_handler = OnSnapshotSignal;
-  action.sa_flags = SA_RESTART;  // the host's interrupted system calls resume
+  action.sa_sigaction = OnSnapshotSignal;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;  // the host's interrupted system calls resume
   sigemptyset(&action.sa_mask);
   if (sigaction(signal_number, &action, nullptr) != 0) return;
   g_triggers_installed.store(true);
-  // Started by the next recorded allocation: it must exist before a signal
-  // comes, to write the snapshot of a program that then blocks in read().
+  // Started by the next hook where it may start: it must exist before a
+  // signal comes, to write the snapshot of a program that then blocks in
+  // read().
   g_service_thread_wanted.store(true, std::memory_order_release);
 }
 
-void StartServiceThread() {
+bool ServiceThreadMayStart() {
+  return ProgramIsThreaded() || ShimThreadRuns() || GetConfig().snapshot_interval_ms != 0 ||
+         ProgramIsGo();
+}
+
+bool ServiceWorkStaysHere() {
+  return !g_service_running.load(std::memory_order_acquire) && !ServiceThreadMayStart();
+}
+
+void RunService() {
   bool expected = true;
   if (!g_service_thread_wanted.compare_exchange_strong(expected, false)) return;
-  if (g_service_started.exchange(true)) return;
-  int error = StartShimThread("retain", ServiceThreadMain);
-  if (error != 0) {
-    g_service_started.store(false);
-    LogDiagnostic("cannot start the service thread: %s", strerror(error));
+  if (ServiceThreadMayStart()) {
+    if (g_triggers_installed.load() || g_work_waiting.load(std::memory_order_acquire)) {
+      StartServiceThreadNow();
+    }
+    return;
   }
+  DoServiceWorkHere();
+}
+
+void DoServiceWorkHere() {
+  if (!g_work_waiting.exchange(false, std::memory_order_acq_rel)) return;
+  const int saved = errno;  // a hook's caller finds the errno of its own call
+  WritePendingSignalSnapshots();
+  WriteQueuedRequestSnapshot();
+  if (TagCompactionDue()) CompactTags();
+  errno = saved;
 }
 
 bool InterruptedOnlyBySnapshotSignal(uint32_t snapshot_signals_before) {
   if (g_thread.snapshot_signals == snapshot_signals_before) return false;
   if (g_service_thread_wanted.load(std::memory_order_relaxed)) {
-    BusyScope busy;  // the thread's own allocations are not the host's
-    StartServiceThread();
+    BusyScope busy;  // the shim's allocations are not the host's
+    RunService();
   }
   // Any handler of the host's could have run too, and the host would then
   // expect its EINTR: resume only when it has none.
@@ -247,6 +287,7 @@ void WakeServiceThread() {
   if (g_service_running.load(std::memory_order_seq_cst)) {
     sem_post(&g_wakeup);
   } else {
+    g_work_waiting.store(true, std::memory_order_release);
     g_service_thread_wanted.store(true, std::memory_order_release);
   }
 }
@@ -267,6 +308,7 @@ void SnapshotTriggersResetInChild() {
   g_service_started.store(false);
   g_exit_written.store(false);
   g_pending_signal_snapshots.store(0);  // the parent's requests, not ours
+  g_work_waiting.store(false);
   g_stop_written.store(g_stop_asked.load());
   RequestEventsResetInChild();
   g_service_thread_wanted.store(g_triggers_installed.load());

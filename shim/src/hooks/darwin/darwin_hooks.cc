@@ -81,7 +81,7 @@ namespace {
 void RecordAlloc(void* pointer, size_t size) {
   if (pointer == nullptr) return;
   if (ShouldRecordHeap(size)) RecordHeapAlloc(pointer, size);
-  MaybeStartServiceThread();
+  MaybeRunService();
 }
 
 // realloc, reallocf, malloc_zone_realloc: as hooks/malloc_hooks.cc's

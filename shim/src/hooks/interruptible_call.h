@@ -1,0 +1,50 @@
+// interruptible_call: the blocking calls the kernel restarts after the
+// snapshot signal (read, accept, recv and their kin: the shim's handler is
+// SA_RESTART), made so that a single-threaded program blocked in one still
+// gets its signal snapshot, written on its own thread.
+//
+// Where the service thread does the work (snapshot/triggers.h), the call is
+// simply made. Where the work stays on the program's threads, the hook arms
+// the call (g_thread.interruptible_call) around it: the signal's handler
+// may then end it with EINTR (snapshot/interrupted_call.h), and the hook
+// writes the snapshot and makes the call again, with the errno it was
+// entered with. The host sees only the call's own result: an EINTR that
+// the kernel returned for another reason (a handler of the host's installed
+// without SA_RESTART) is passed on as it came.
+#ifndef RETAIN_SHIM_SRC_HOOKS_INTERRUPTIBLE_CALL_H_
+#define RETAIN_SHIM_SRC_HOOKS_INTERRUPTIBLE_CALL_H_
+
+#include <errno.h>
+
+#include <atomic>
+
+#include "base/thread_state.h"
+#include "snapshot/triggers.h"
+
+namespace retain::shim {
+
+// Makes `call` (the real function, which enters system call `number`).
+template <typename Call>
+auto InterruptibleCall(long number, Call call) {
+  MaybeRunServiceBeforeBlocking();
+  if (g_thread.busy != 0 || !ServiceWorkStaysHere()) return call();
+  const int entry_errno = errno;
+  for (;;) {
+    g_thread.interruptible_call = static_cast<uint32_t>(number) + 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    auto result = call();
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    g_thread.interruptible_call = 0;
+    if (g_thread.call_interrupted == 0) return result;
+    g_thread.call_interrupted = 0;
+    {
+      BusyScope busy;
+      DoServiceWorkHere();
+    }
+    errno = entry_errno;
+  }
+}
+
+}  // namespace retain::shim
+
+#endif  // RETAIN_SHIM_SRC_HOOKS_INTERRUPTIBLE_CALL_H_
