@@ -21,7 +21,8 @@ add_executable(proc_preload_test
   ${_proc_dir}/proc_continuous_test.cc
   ${_proc_dir}/proc_stack_use_test.cc
   ${_proc_dir}/proc_allocators_test.cc
-  ${_proc_dir}/proc_single_thread_test.cc)
+  ${_proc_dir}/proc_single_thread_test.cc
+  ${_proc_dir}/proc_sandbox_test.cc)
 target_include_directories(proc_preload_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(proc_preload_test PRIVATE retain_test_support GTest::gtest_main)
 # Where Debian puts the allocators proc_allocators_test preloads (jemalloc,

@@ -41,9 +41,10 @@ ssize_t ReadSmallFile(const char* path, char* buffer, size_t size) {
 
 bool ReadFileInPieces(const char* path, char* buffer, size_t size,
                       bool (*consume)(const char* piece, size_t length, void* context),
-                      void* context) {
+                      void* context, int* open_error) {
   int saved = errno;
   int handle = ShimOpen(path, O_RDONLY);
+  if (open_error != nullptr) *open_error = handle < 0 ? errno : 0;
   if (handle < 0) {
     errno = saved;
     return false;

@@ -38,10 +38,11 @@ ssize_t ReadSmallFile(const char* path, char* buffer, size_t size);
 // `consume(piece, length, context)` (pieces split lines anywhere) until the
 // file ends or `consume` returns false. For files of any size
 // (/proc/self/maps); allocates nothing. False when the file cannot be opened
-// or a read fails.
+// (then *open_error, if given, is the open's errno; else it is set to 0) or
+// a read fails.
 bool ReadFileInPieces(const char* path, char* buffer, size_t size,
                       bool (*consume)(const char* piece, size_t length, void* context),
-                      void* context);
+                      void* context, int* open_error = nullptr);
 
 // A file the shim writes: open (ShimOpen's handle, or -1 with errno), write
 // all of `data` (false on error, or when the host took the descriptor over

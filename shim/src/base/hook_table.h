@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#if !defined(__APPLE__)
+#include <sys/prctl.h>
+#endif
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -85,7 +88,8 @@
   X(usleep)                     \
   X(sleep)                      \
   X(sigaction)                  \
-  X(signal)
+  X(signal)                     \
+  X(prctl)
 #endif  // __APPLE__
 
 namespace retain::shim {

@@ -13,6 +13,7 @@
 #include "base/process_info.h"
 #include "base/real_dlsym.h"
 #include "base/spin_lock.h"
+#include "base/syscall_filter.h"
 #include "base/thread_state.h"
 #include "gpu/runtime_lookup.h"
 #include "gpu/vulkan_manifest.h"
@@ -175,6 +176,7 @@ bool InitializeShim() {
       LogWarning("cannot set up RETAIN_SAMPLE's filter; recording every allocation");
     }
     InitProcessInfo();
+    CheckSyscallFilter();  // one inherited from the service manager or the parent
     DetectGoProgram();
     RefreshModules();  // the shim's own code range, for dropping its frames
     LoadEarlyUnwinder();

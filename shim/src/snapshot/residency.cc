@@ -11,12 +11,14 @@
 #include "base/arena.h"
 #include "base/files.h"
 #include "base/own_fds.h"
+#include "base/syscall_filter.h"
 
 namespace retain::shim {
 namespace {
 
 constexpr uint8_t kSentinel = 0xFF;  // mincore writes 0 or 1 per page
 constexpr uint64_t kPagemapSwapped = uint64_t{1} << 62;
+constexpr uint64_t kPagemapPresent = uint64_t{1} << 63;
 
 }  // namespace
 
@@ -28,6 +30,13 @@ ResidencyMeter::~ResidencyMeter() {
 
 bool ResidencyMeter::Begin() {
   int saved = errno;
+  // mincore is outside what seccomp filters often allow (systemd's
+  // @system-service set): under one, the pagemap's present bits say which
+  // pages are resident (base/syscall_filter.h).
+  char status[8192];
+  const bool status_read = ReadSmallFile("/proc/self/status", status, sizeof(status)) > 0;
+  NoteSyscallFilterFromStatus(status_read, status);
+  pagemap_only_ = AvoidMincore();
   long page_size = sysconf(_SC_PAGESIZE);
   if (page_size <= 0 || (page_size & (page_size - 1)) != 0) return false;
   page_shift_ = static_cast<size_t>(__builtin_ctzl(static_cast<unsigned long>(page_size)));
@@ -37,11 +46,13 @@ bool ResidencyMeter::Begin() {
     return false;
   }
   // Without swap entries no page can be swapped: skip the pagemap.
-  char status[8192];
-  if (ReadSmallFile("/proc/self/status", status, sizeof(status)) > 0 &&
-      ProcKilobytesField(status, "VmSwap") > 0) {
+  if (pagemap_only_ || (status_read && ProcKilobytesField(status, "VmSwap") > 0)) {
     pagemap_ = static_cast<uint64_t*>(MapScratchPages(kWindowPages * sizeof(uint64_t)));
     if (pagemap_ != nullptr) pagemap_handle_ = ShimOpen("/proc/self/pagemap", O_RDONLY);
+  }
+  if (pagemap_only_ && pagemap_handle_ < 0) {
+    errno = saved;
+    return false;  // neither way is open: not measured
   }
   ready_ = true;
   errno = saved;
@@ -49,6 +60,7 @@ bool ResidencyMeter::Begin() {
 }
 
 bool ResidencyMeter::Load(uintptr_t page, uintptr_t last_page) {
+  if (pagemap_only_) return LoadFromPagemap(page, last_page);
   // The whole window first; where the kernel stops at a hole without
   // filling the vector up to it, the row's pages alone, then one page.
   size_t row_pages = last_page - page + 1;
@@ -79,25 +91,42 @@ bool ResidencyMeter::Load(uintptr_t page, uintptr_t last_page) {
   return false;
 }
 
+// The pagemap lists every page of the address space, mapped or not (a hole
+// reads as neither present nor swapped), so the window is always whole.
+bool ResidencyMeter::LoadFromPagemap(uintptr_t page, uintptr_t last_page) {
+  const size_t row_pages = last_page - page + 1;
+  const size_t length =
+      rows_only_ ? (row_pages < kWindowPages ? row_pages : kWindowPages) : kWindowPages;
+  window_first_ = page;
+  window_pages_ = length;
+  pagemap_loaded_ = false;
+  if (!ReadPagemapWindow()) return false;
+  for (size_t i = 0; i < length; ++i) vector_[i] = (pagemap_[i] & kPagemapPresent) != 0 ? 1 : 0;
+  return true;
+}
+
+bool ResidencyMeter::ReadPagemapWindow() {
+  pagemap_loaded_ = true;
+  const size_t want = window_pages_ * sizeof(uint64_t);
+  size_t got = 0;
+  {
+    ShimFdUse use(pagemap_handle_);
+    while (use.fd() >= 0 && got < want) {
+      ++calls_;
+      ssize_t n = syscall(SYS_pread64, use.fd(), reinterpret_cast<char*>(pagemap_) + got,
+                          want - got, static_cast<off_t>(window_first_ * sizeof(uint64_t) + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+  }
+  if (got < want) memset(reinterpret_cast<char*>(pagemap_) + got, 0, want - got);
+  return got > 0;
+}
+
 bool ResidencyMeter::Swapped(size_t index) {
   if (pagemap_handle_ < 0) return false;
-  if (!pagemap_loaded_) {
-    pagemap_loaded_ = true;
-    size_t want = window_pages_ * sizeof(uint64_t);
-    size_t got = 0;
-    {
-      ShimFdUse use(pagemap_handle_);
-      while (use.fd() >= 0 && got < want) {
-        ++calls_;
-        ssize_t n = syscall(SYS_pread64, use.fd(), reinterpret_cast<char*>(pagemap_) + got,
-                            want - got, static_cast<off_t>(window_first_ * sizeof(uint64_t) + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += static_cast<size_t>(n);
-      }
-    }
-    if (got < want) memset(reinterpret_cast<char*>(pagemap_) + got, 0, want - got);
-  }
+  if (!pagemap_loaded_) ReadPagemapWindow();
   return (pagemap_[index] & kPagemapSwapped) != 0;
 }
 

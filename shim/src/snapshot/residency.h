@@ -25,6 +25,13 @@
 // process has swap entries at all (VmSwap in /proc/self/status): a process
 // without swap costs no pagemap read.
 //
+// Under a seccomp filter (base/syscall_filter.h: systemd's @system-service
+// set leaves mincore out, and its default action kills), residency comes
+// from the pagemap alone: bit 63 "present" (the page is mapped in this
+// process, what RSS counts; a file page in the page cache that this
+// process never touched counts 0, unlike mincore's answer), one window of
+// entries per read.
+//
 // Which kinds are measured: heap, mmap-anon, mmap-file and gpu-driver-host
 // (host memory); GPU kinds are 0 (device memory is not the host's RSS).
 //
@@ -100,11 +107,16 @@ class ResidencyMeter {
  private:
   // Makes `page` part of the window; false when it is not mapped.
   bool Load(uintptr_t page, uintptr_t last_page);
+  // The same from the pagemap alone (under a seccomp filter).
+  bool LoadFromPagemap(uintptr_t page, uintptr_t last_page);
+  // Reads the window's pagemap entries; false when none could be read.
+  bool ReadPagemapWindow();
   // Whether window page `index` (not resident) is swapped out.
   bool Swapped(size_t index);
 
   bool ready_ = false;
   bool rows_only_ = false;
+  bool pagemap_only_ = false;  // no mincore (base/syscall_filter.h)
   size_t page_shift_ = 12;
   uint8_t* vector_ = nullptr;    // kWindowPages bytes
   uint64_t* pagemap_ = nullptr;  // kWindowPages entries, when swap exists

@@ -8,6 +8,8 @@
 
 #include <atomic>
 
+#include "base/syscall_filter.h"
+
 namespace retain::shim {
 namespace {
 
@@ -21,6 +23,7 @@ std::atomic<uint64_t> g_kernel_reads;
 // Copies `size` bytes at `address` through the kernel: false (and nothing
 // faults) when they are not readable, or process_vm_readv is refused.
 bool KernelRead(uintptr_t address, void* out, size_t size) {
+  if (AvoidProcessVmReadv()) return false;  // base/syscall_filter.h
   g_kernel_reads.fetch_add(1, std::memory_order_relaxed);
   const int saved_errno = errno;
   iovec local{out, size};

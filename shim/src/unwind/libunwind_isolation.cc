@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 
+#include "base/syscall_filter.h"
 #include "unwind/import_redirect.h"
 
 namespace retain::shim {
@@ -24,6 +27,8 @@ using ReadFn = ssize_t (*)(int, void*, size_t);
 using WriteFn = ssize_t (*)(int, const void*, size_t);
 using CloseFn = int (*)(int);
 using SyscallFn = long (*)(long, ...);
+using MincoreFn = int (*)(void*, size_t, unsigned char*);
+using MsyncFn = int (*)(void*, size_t, int);
 
 void* g_original_read;
 void* g_original_write;
@@ -31,11 +36,17 @@ void* g_original_close;
 void* g_original_syscall;
 void* g_original_pipe;
 void* g_original_pipe2;
+void* g_original_mincore;
+void* g_original_msync;
 std::atomic<uint64_t> g_validations;
 
 // True when `size` bytes at `address` can be read: the kernel copies them
 // (process_vm_readv on this very process) or reports EFAULT, never a fault.
 bool Readable(const void* address, size_t size) {
+  // In a sandbox, process_vm_readv may be what kills the process
+  // (base/syscall_filter.h): libunwind's reads are refused instead, and its
+  // stacks end at the first frame that needs one.
+  if (AvoidProcessVmReadv()) return false;
   char sink[64];
   const char* cursor = static_cast<const char*>(address);
   while (size > 0) {
@@ -116,6 +127,40 @@ long UnwinderSyscall(long number, ...) {
               arguments[5]);
 }
 
+// libunwind also validates with mincore (Debian's 1.6.2 first) and msync,
+// which a seccomp filter may kill the process for: under one, the pages are
+// checked as the pipe's writes are (Readable), and reported all resident.
+int UnwinderMincore(void* address, size_t length, unsigned char* vector) {
+  if (AvoidMincore()) {
+    g_validations.fetch_add(1, std::memory_order_relaxed);
+    if (!Readable(address, length)) {
+      errno = ENOMEM;
+      return -1;
+    }
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t offset = reinterpret_cast<uintptr_t>(address) & (page - 1);
+    memset(vector, 1, (offset + length + page - 1) / page);
+    return 0;
+  }
+  if (g_original_mincore != nullptr) {
+    return reinterpret_cast<MincoreFn>(g_original_mincore)(address, length, vector);
+  }
+  return static_cast<int>(syscall(SYS_mincore, address, length, vector));
+}
+
+int UnwinderMsync(void* address, size_t length, int flags) {
+  if (AvoidMincore()) {
+    g_validations.fetch_add(1, std::memory_order_relaxed);
+    if (Readable(address, length)) return 0;
+    errno = ENOMEM;
+    return -1;
+  }
+  if (g_original_msync != nullptr) {
+    return reinterpret_cast<MsyncFn>(g_original_msync)(address, length, flags);
+  }
+  return static_cast<int>(syscall(SYS_msync, address, length, flags));
+}
+
 }  // namespace
 
 bool IsolateLibunwind(void* libunwind_handle) {
@@ -126,6 +171,8 @@ bool IsolateLibunwind(void* libunwind_handle) {
       {"write", reinterpret_cast<void*>(&UnwinderWrite), &g_original_write, 0},
       {"close", reinterpret_cast<void*>(&UnwinderClose), &g_original_close, 0},
       {"syscall", reinterpret_cast<void*>(&UnwinderSyscall), &g_original_syscall, 0},
+      {"mincore", reinterpret_cast<void*>(&UnwinderMincore), &g_original_mincore, 0},
+      {"msync", reinterpret_cast<void*>(&UnwinderMsync), &g_original_msync, 0},
   };
   // Every slot or none: a half-rewritten libunwind could create a real pipe
   // and then treat it as the fake one, or the reverse.

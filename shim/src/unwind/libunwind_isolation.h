@@ -12,7 +12,10 @@
 // (unwind/import_redirect.h) so that its pipe is two numbers no kernel descriptor
 // can have, and a "write" to it checks the address with process_vm_readv on
 // the process itself instead: same answer, no fd. Every other call goes
-// where it went before.
+// where it went before. Under a seccomp filter (base/syscall_filter.h) its
+// validations, by that write, mincore or msync (also rewritten), answer
+// "not readable" without a system call: the filter may kill the process
+// for any of them.
 //
 // Call once, right after dlopen and before any call into libunwind (its
 // first use creates the pipe). Allocates nothing.

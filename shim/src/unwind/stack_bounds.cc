@@ -1,12 +1,14 @@
 // stack_bounds: see unwind/stack_bounds.h.
 #include "unwind/stack_bounds.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/files.h"
+#include "base/syscall_filter.h"
 
 // The main thread's stack end as the loader found it (glibc's ld.so exports
 // it; weak, so a libc without it leaves it null and no stack is the main one).
@@ -102,8 +104,16 @@ namespace {
 // address or the file cannot be read.
 bool FindMapping(MappingFinder* finder) {
   char buffer[1024];  // little of the host's stack: a thread's first capture may be on a small one
-  return ReadFileInPieces("/proc/self/maps", buffer, sizeof(buffer), FeedFinder, finder) &&
-         finder->found();
+  int open_error = 0;
+  const bool read =
+      ReadFileInPieces("/proc/self/maps", buffer, sizeof(buffer), FeedFinder, finder, &open_error);
+  // Hidden from the process (a sandbox's empty root, its broker), not just
+  // out of descriptors for now: a sandbox may filter system calls too.
+  if (open_error != 0 && open_error != EMFILE && open_error != ENFILE && open_error != ENOMEM &&
+      open_error != EINTR) {
+    NoteSyscallFilter(FilterLevel::kSandboxed);
+  }
+  return read && finder->found();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "base/config.h"
 #include "base/real_dlsym.h"
+#include "base/syscall_filter.h"
 #include "base/thread_state.h"
 #include "unwind/cfi_unwinder.h"
 #include "unwind/go_runtime.h"
@@ -172,6 +173,29 @@ __attribute__((noinline, cold)) int CaptureByLibunwindInGo(uintptr_t* frames, in
   return walked_count;
 }
 
+// In a sandbox libunwind cannot check its reads (base/syscall_filter.h):
+// the stack keeps the hook's caller alone, found through the shim's own
+// frames, which keep frame pointers and lie just above this one on the
+// stack the thread runs on.
+__attribute__((noinline, cold)) int CaptureHookCaller(uintptr_t* frames, int max) {
+  const uintptr_t shim_begin = ShimCodeBegin();
+  const uintptr_t shim_end = ShimCodeEnd();
+  if (max <= 0 || shim_begin == shim_end) return 0;
+  auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  const uintptr_t limit = fp + 256 * 1024;  // the shim's frames are all near
+  for (int i = 0; i < 64; ++i) {
+    const auto* frame = reinterpret_cast<const uintptr_t*>(fp);
+    if (frame[1] < shim_begin || frame[1] >= shim_end) {
+      frames[0] = frame[1];
+      return 1;
+    }
+    const uintptr_t next = frame[0];
+    if (next <= fp || next >= limit || (next & 7) != 0) return 0;
+    fp = next;
+  }
+  return 0;
+}
+
 // `hash`: see CfiUnwind (known only for a CFI walk).
 int CaptureRaw(uintptr_t* frames, int max, CfiStackHash* hash) {
   const UnwindMode mode = GetConfig().unwind;
@@ -200,6 +224,7 @@ int CaptureRaw(uintptr_t* frames, int max, CfiStackHash* hash) {
     }
     if (g_unw_backtrace == nullptr) return 0;
   }
+  if (AvoidProcessVmReadv()) return CaptureHookCaller(frames, max);
   // A Go program's libunwind stacks may end in Go code: out of line, so
   // that other programs pay one predictable branch.
   if (__builtin_expect(GoModulesRegistered(), 0) && mode == UnwindMode::kLibunwind) {
