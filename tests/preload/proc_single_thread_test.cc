@@ -50,6 +50,24 @@ TEST(ProcSingleThread, AProgramWithoutThreadsCanStillUnshareItsUserNamespace) {
   EXPECT_FALSE(AllocationsOfSize(snapshots[0], 4096).empty());
 }
 
+// The child a threaded program forks has one thread, and keeps it: the
+// shim's thread was the parent's.
+TEST(ProcSingleThread, TheChildOfAThreadedProgramStaysOnOneThread) {
+  RunOptions options;
+  options.argv = {FixturePath("proc_one_thread"), "fork"};
+  const RunResult plain = test::Run(options);
+  ASSERT_EQ(plain.exit_code, 0) << plain.stderr_data;
+  ASSERT_NE(plain.stdout_data.find("child threads=1\n"), std::string::npos) << plain.stdout_data;
+  TempDir retain_dir;
+  options.preload = true;
+  options.env["RETAIN_DIR"] = retain_dir.path();
+  const RunResult traced = test::Run(options);
+  EXPECT_EQ(traced.exit_code, 0) << traced.stderr_data;
+  EXPECT_EQ(traced.stdout_data, plain.stdout_data);
+  // Both wrote their exit snapshots.
+  EXPECT_EQ(LoadAll(retain_dir.path()).size(), 2u);
+}
+
 // Busy, never blocked: the snapshot is written at an allocation soon after
 // the signal, while the program runs, by the program's thread.
 TEST(ProcSingleThread, ASignalWhileBusyIsAnsweredOnTheProgramsThread) {

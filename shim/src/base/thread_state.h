@@ -86,9 +86,11 @@ struct ThreadState {
   uint32_t shim_thread;
   // hooks/interruptible_call.h: 1 + the number of the system call this
   // thread blocks in inside a hook, which the snapshot signal's handler may
-  // end (0: none), and whether it did (snapshot/interrupted_call.h).
+  // end (0: none), the libc function that makes it, and whether the handler
+  // ended it (snapshot/interrupted_call.h).
   uint32_t interruptible_call;
   uint32_t call_interrupted;
+  uintptr_t interruptible_function;
 };
 
 inline constexpr uintptr_t kNoNursery = 1;

@@ -15,6 +15,7 @@
 #include "base/spin_lock.h"
 #include "base/syscall_filter.h"
 #include "base/thread_state.h"
+#include "base/threads.h"
 #include "gpu/runtime_lookup.h"
 #include "gpu/vulkan_manifest.h"
 #include "net/control_server.h"
@@ -95,6 +96,7 @@ void ForkChild() {
   GpuBackingResetInChild();
   GpuDevicesResetInChild();
   g_thread.tid = 0;
+  ShimThreadsResetInChild();  // one thread: the program's, until it starts more
   ResetProcessInfoInChild();
   SnapshotTriggersResetInChild();
   SignalChainResetInChild();

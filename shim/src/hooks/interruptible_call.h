@@ -23,13 +23,15 @@
 
 namespace retain::shim {
 
-// Makes `call` (the real function, which enters system call `number`).
-template <typename Call>
-auto InterruptibleCall(long number, Call call) {
+// Makes `call`, which calls `function` (the real one, which enters system
+// call `number`).
+template <typename Function, typename Call>
+auto InterruptibleCall(long number, Function* function, Call call) {
   MaybeRunServiceBeforeBlocking();
   if (g_thread.busy != 0 || !ServiceWorkStaysHere()) return call();
   const int entry_errno = errno;
   for (;;) {
+    g_thread.interruptible_function = reinterpret_cast<uintptr_t>(function);
     g_thread.interruptible_call = static_cast<uint32_t>(number) + 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     auto result = call();

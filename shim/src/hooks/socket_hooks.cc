@@ -51,22 +51,24 @@ void Accepted(int fd) {
 
 RETAIN_EXPORT int accept(int fd, struct sockaddr* address, socklen_t* length) {
   if (!HookReady()) return static_cast<int>(syscall(SYS_accept, fd, address, length));
-  int result = InterruptibleCall(SYS_accept, [&] { return g_real.accept(fd, address, length); });
+  int result = InterruptibleCall(SYS_accept, g_real.accept,
+                                 [&] { return g_real.accept(fd, address, length); });
   Accepted(result);
   return result;
 }
 
 RETAIN_EXPORT int accept4(int fd, struct sockaddr* address, socklen_t* length, int flags) {
   if (!HookReady()) return static_cast<int>(syscall(SYS_accept4, fd, address, length, flags));
-  int result =
-      InterruptibleCall(SYS_accept4, [&] { return g_real.accept4(fd, address, length, flags); });
+  int result = InterruptibleCall(SYS_accept4, g_real.accept4,
+                                 [&] { return g_real.accept4(fd, address, length, flags); });
   Accepted(result);
   return result;
 }
 
 RETAIN_EXPORT ssize_t read(int fd, void* buffer, size_t size) {
   if (!HookReady()) return syscall(SYS_read, fd, buffer, size);
-  ssize_t result = InterruptibleCall(SYS_read, [&] { return g_real.read(fd, buffer, size); });
+  ssize_t result =
+      InterruptibleCall(SYS_read, g_real.read, [&] { return g_real.read(fd, buffer, size); });
   Inbound(fd, buffer, result);
   return result;
 }
@@ -74,8 +76,8 @@ RETAIN_EXPORT ssize_t read(int fd, void* buffer, size_t size) {
 RETAIN_EXPORT ssize_t recv(int fd, void* buffer, size_t size, int flags) {
   if (!HookReady()) return syscall(SYS_recvfrom, fd, buffer, size, flags, nullptr, nullptr);
   // glibc's recv enters recvfrom
-  ssize_t result =
-      InterruptibleCall(SYS_recvfrom, [&] { return g_real.recv(fd, buffer, size, flags); });
+  ssize_t result = InterruptibleCall(SYS_recvfrom, g_real.recv,
+                                     [&] { return g_real.recv(fd, buffer, size, flags); });
   if ((flags & MSG_PEEK) == 0) Inbound(fd, buffer, result);  // peeked bytes come again
   return result;
 }
@@ -83,16 +85,17 @@ RETAIN_EXPORT ssize_t recv(int fd, void* buffer, size_t size, int flags) {
 RETAIN_EXPORT ssize_t recvfrom(int fd, void* buffer, size_t size, int flags,
                                struct sockaddr* address, socklen_t* length) {
   if (!HookReady()) return syscall(SYS_recvfrom, fd, buffer, size, flags, address, length);
-  ssize_t result = InterruptibleCall(
-      SYS_recvfrom, [&] { return g_real.recvfrom(fd, buffer, size, flags, address, length); });
+  ssize_t result = InterruptibleCall(SYS_recvfrom, g_real.recvfrom, [&] {
+    return g_real.recvfrom(fd, buffer, size, flags, address, length);
+  });
   if ((flags & MSG_PEEK) == 0) Inbound(fd, buffer, result);
   return result;
 }
 
 RETAIN_EXPORT ssize_t recvmsg(int fd, struct msghdr* message, int flags) {
   if (!HookReady()) return syscall(SYS_recvmsg, fd, message, flags);
-  ssize_t result =
-      InterruptibleCall(SYS_recvmsg, [&] { return g_real.recvmsg(fd, message, flags); });
+  ssize_t result = InterruptibleCall(SYS_recvmsg, g_real.recvmsg,
+                                     [&] { return g_real.recvmsg(fd, message, flags); });
   if (result > 0 && (flags & MSG_PEEK) == 0 && Following(fd)) {
     int saved = errno;
     BusyScope scope;
@@ -105,7 +108,8 @@ RETAIN_EXPORT ssize_t recvmsg(int fd, struct msghdr* message, int flags) {
 
 RETAIN_EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
   if (!HookReady()) return syscall(SYS_readv, fd, iov, count);
-  ssize_t result = InterruptibleCall(SYS_readv, [&] { return g_real.readv(fd, iov, count); });
+  ssize_t result =
+      InterruptibleCall(SYS_readv, g_real.readv, [&] { return g_real.readv(fd, iov, count); });
   if (result > 0 && Following(fd)) {
     int saved = errno;
     BusyScope scope;

@@ -16,13 +16,18 @@
 #ifndef RETAIN_SHIM_SRC_SNAPSHOT_INTERRUPTED_CALL_H_
 #define RETAIN_SHIM_SRC_SNAPSHOT_INTERRUPTED_CALL_H_
 
+#include <cstdint>
+
 namespace retain::shim {
 
 // From a signal handler given `ucontext` (SA_SIGINFO): true when the
 // interrupted thread was at a `syscall` instruction for system call
-// `number`, now made to return -EINTR. x86-64 only (elsewhere: false, the
-// call restarts). Async-signal-safe.
-bool EndInterruptedSystemCall(void* ucontext, long number);
+// `number` within the first kInterruptibleFunctionBytes of `function` (the
+// libc wrapper the hook called: not a system call a handler of the host's
+// made meanwhile), now made to return -EINTR. x86-64 only (elsewhere:
+// false, the call restarts). Async-signal-safe.
+inline constexpr uintptr_t kInterruptibleFunctionBytes = 512;
+bool EndInterruptedSystemCall(void* ucontext, long number, uintptr_t function);
 
 }  // namespace retain::shim
 

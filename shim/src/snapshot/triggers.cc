@@ -122,7 +122,8 @@ void* ServiceThreadMain(void*) {
 void OnSnapshotSignal(int, siginfo_t*, void* context) {
   NoteSnapshotSignal();
   const uint32_t armed = g_thread.interruptible_call;
-  if (armed != 0 && EndInterruptedSystemCall(context, static_cast<long>(armed) - 1)) {
+  if (armed != 0 && EndInterruptedSystemCall(context, static_cast<long>(armed) - 1,
+                                             g_thread.interruptible_function)) {
     g_thread.call_interrupted = 1;
   }
 }
