@@ -36,7 +36,7 @@ bool ResidencyMeter::Begin() {
   char status[8192];
   const bool status_read = ReadSmallFile("/proc/self/status", status, sizeof(status)) > 0;
   NoteSyscallFilterFromStatus(status_read, status);
-  pagemap_only_ = AvoidMincore();
+  pagemap_only_ = pagemap_only_ || AvoidMincore();
   long page_size = sysconf(_SC_PAGESIZE);
   if (page_size <= 0 || (page_size & (page_size - 1)) != 0) return false;
   page_shift_ = static_cast<size_t>(__builtin_ctzl(static_cast<unsigned long>(page_size)));

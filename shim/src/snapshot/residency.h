@@ -30,7 +30,8 @@
 // from the pagemap alone: bit 63 "present" (the page is mapped in this
 // process, what RSS counts; a file page in the page cache that this
 // process never touched counts 0, unlike mincore's answer), one window of
-// entries per read.
+// entries per read. An unmapped page reads as not present there, so a hole
+// in a row does not end its measure: the row's mapped pages past it count.
 //
 // Which kinds are measured: heap, mmap-anon, mmap-file and gpu-driver-host
 // (host memory); GPU kinds are 0 (device memory is not the host's RSS).
@@ -82,6 +83,10 @@ class ResidencyMeter {
   ~ResidencyMeter();
   ResidencyMeter(const ResidencyMeter&) = delete;
   ResidencyMeter& operator=(const ResidencyMeter&) = delete;
+
+  // From the pagemap alone, as under a seccomp filter (call before Begin;
+  // tests measure both ways).
+  void UsePagemapOnly() { pagemap_only_ = true; }
 
   // Maps the vector (and, when the process has swap entries, opens the
   // pagemap). False when there is no scratch memory: the snapshot then says
