@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -47,7 +48,7 @@ TEST(ProcSingleThread, AProgramWithoutThreadsCanStillUnshareItsUserNamespace) {
   const std::vector<v1::Snapshot> snapshots = LoadAll(retain_dir.path());
   ASSERT_EQ(snapshots.size(), 1u);
   EXPECT_EQ(snapshots[0].header().trigger(), v1::TRIGGER_EXIT);
-  EXPECT_FALSE(AllocationsOfSize(snapshots[0], 4096).empty());
+  EXPECT_EQ(AllocationsOfSize(snapshots[0], 12345).size(), 1u);
 }
 
 // The child a threaded program forks has one thread, and keeps it: the
@@ -63,8 +64,45 @@ TEST(ProcSingleThread, TheChildOfAThreadedProgramStaysOnOneThread) {
   options.env["RETAIN_DIR"] = retain_dir.path();
   const RunResult traced = test::Run(options);
   EXPECT_EQ(traced.exit_code, 0) << traced.stderr_data;
-  EXPECT_EQ(traced.stdout_data, plain.stdout_data);
+  // The parent had the shim's thread when it forked; the child has one.
+  EXPECT_EQ(LineStartingWith(plain.stdout_data, "parent threads="), "parent threads=1");
+  EXPECT_EQ(LineStartingWith(traced.stdout_data, "parent threads="), "parent threads=2");
+  for (const char* line : {"child threads=", "child unshare=", "parent done"}) {
+    EXPECT_EQ(LineStartingWith(traced.stdout_data, line),
+              LineStartingWith(plain.stdout_data, line));
+  }
   // Both wrote their exit snapshots.
+  EXPECT_EQ(LoadAll(retain_dir.path()).size(), 2u);
+}
+
+// A threaded program whose allocations the sampling skips (RETAIN_SAMPLE)
+// records nothing, yet is threaded: the shim sees the worker at its first
+// allocation all the same and starts its thread, which answers the signal
+// while main waits in pthread_join and the worker in read().
+TEST(ProcSingleThread, AThreadedProgramThatRecordsNothingStillGetsTheShimsThread) {
+  TempDir retain_dir;
+  RunOptions options;
+  options.argv = {FixturePath("proc_one_thread"), "worker"};
+  options.preload = true;
+  options.env["RETAIN_DIR"] = retain_dir.path();
+  options.env["RETAIN_SAMPLE"] = "524288";
+  Child child(options);
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(child.WaitForStdout("ready\n", 10000)) << child.Stderr();
+  std::vector<std::string> threads;
+  for (int waited = 0; waited < 5000; waited += 20) {
+    threads = ThreadNames(child.pid());
+    if (std::find(threads.begin(), threads.end(), "retain") != threads.end()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(std::find(threads.begin(), threads.end(), "retain"), threads.end())
+      << testing::PrintToString(threads);
+  ASSERT_TRUE(child.Signal(SIGUSR2));
+  EXPECT_EQ(WaitForSnapshots(retain_dir.path(), 1, 10000).size(), 1u)
+      << "no snapshot while the program waited";
+  child.CloseStdin();
+  const RunResult run = child.Wait(30);
+  EXPECT_EQ(run.exit_code, 0) << run.stderr_data;
   EXPECT_EQ(LoadAll(retain_dir.path()).size(), 2u);
 }
 
@@ -73,7 +111,7 @@ TEST(ProcSingleThread, TheChildOfAThreadedProgramStaysOnOneThread) {
 TEST(ProcSingleThread, ASignalWhileBusyIsAnsweredOnTheProgramsThread) {
   TempDir retain_dir;
   RunOptions options;
-  options.argv = {FixturePath("proc_one_thread"), "spin", "2000"};
+  options.argv = {FixturePath("proc_one_thread"), "spin"};
   options.preload = true;
   options.env["RETAIN_DIR"] = retain_dir.path();
   Child child(options);
@@ -81,10 +119,11 @@ TEST(ProcSingleThread, ASignalWhileBusyIsAnsweredOnTheProgramsThread) {
   ASSERT_TRUE(child.WaitForStdout("spinning\n", 10000)) << child.Stderr();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(child.Signal(SIGUSR2));
-  EXPECT_EQ(WaitForSnapshots(retain_dir.path(), 1, 1500).size(), 1u)
+  EXPECT_EQ(WaitForSnapshots(retain_dir.path(), 1, 10000).size(), 1u)
       << "no snapshot while the program ran";
   EXPECT_FALSE(child.Ended()) << "the snapshot came only at exit";
   EXPECT_EQ(ThreadNames(child.pid()), kOnlyTheProgram);
+  child.CloseStdin();
   const RunResult run = child.Wait(30);
   EXPECT_EQ(run.exit_code, 0) << run.stderr_data;
   EXPECT_NE(run.stdout_data.find("threads=1\n"), std::string::npos) << run.stdout_data;
@@ -111,7 +150,7 @@ TEST(ProcSingleThread, ASignalWhileBlockedInAcceptIsAnsweredThere) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   for (int signal = 1; signal <= 3; ++signal) {
     ASSERT_TRUE(child.Signal(SIGUSR2));
-    EXPECT_EQ(WaitForSnapshots(retain_dir.path(), signal, 2000).size(),
+    EXPECT_EQ(WaitForSnapshots(retain_dir.path(), signal, 10000).size(),
               static_cast<size_t>(signal));
   }
   EXPECT_EQ(ThreadNames(child.pid()), std::vector<std::string>{"proc_blocked_re"});

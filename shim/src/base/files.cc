@@ -16,9 +16,10 @@ constexpr size_t kWriteChunk = size_t{1} << 20;
 
 }  // namespace
 
-ssize_t ReadSmallFile(const char* path, char* buffer, size_t size) {
+ssize_t ReadSmallFile(const char* path, char* buffer, size_t size, int* open_error) {
   int saved = errno;
   int handle = ShimOpen(path, O_RDONLY);
+  if (open_error != nullptr) *open_error = handle < 0 ? errno : 0;
   if (handle < 0) {
     errno = saved;
     return -1;

@@ -31,8 +31,9 @@ bool WriteAll(WriteOnce write_once, const void* data, size_t size) {
 }
 
 // Reads up to size-1 bytes of `path` into `buffer` and NUL-terminates.
-// Returns the byte count, or -1.
-ssize_t ReadSmallFile(const char* path, char* buffer, size_t size);
+// Returns the byte count, or -1 (then *open_error, if given, is the open's
+// errno, 0 when a read failed).
+ssize_t ReadSmallFile(const char* path, char* buffer, size_t size, int* open_error = nullptr);
 
 // Reads `path`, `size` bytes at a time into `buffer`, handing each piece to
 // `consume(piece, length, context)` (pieces split lines anywhere) until the

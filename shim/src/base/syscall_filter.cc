@@ -1,6 +1,7 @@
 // syscall_filter: see base/syscall_filter.h.
 #include "base/syscall_filter.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "base/files.h"
@@ -8,6 +9,14 @@
 namespace retain::shim {
 
 std::atomic<int> g_filter_level;
+
+namespace {
+
+// What the first reading of the status said.
+enum : int { kStartUnknown, kStartFree, kStartFiltered };
+std::atomic<int> g_status_at_start{kStartUnknown};
+
+}  // namespace
 
 void NoteSyscallFilter(FilterLevel level) {
   const int wanted = static_cast<int>(level);
@@ -26,18 +35,28 @@ bool StatusShowsSeccomp(const char* status_text) {
   return false;
 }
 
-void NoteSyscallFilterFromStatus(bool read, const char* status_text) {
+bool ProcHiddenError(int error) {
+  return error == ENOENT || error == EACCES || error == EPERM || error == ENOSYS;
+}
+
+void NoteSyscallFilterFromStatus(bool read, int open_error, const char* status_text) {
   if (!read) {
-    NoteSyscallFilter(FilterLevel::kSandboxed);
-  } else if (StatusShowsSeccomp(status_text)) {
-    NoteSyscallFilter(FilterLevel::kInherited);
+    if (ProcHiddenError(open_error)) NoteSyscallFilter(FilterLevel::kSandboxed);
+    return;
   }
+  const bool filtered = StatusShowsSeccomp(status_text);
+  int expected = kStartUnknown;
+  g_status_at_start.compare_exchange_strong(expected, filtered ? kStartFiltered : kStartFree);
+  if (!filtered) return;
+  NoteSyscallFilter(g_status_at_start.load() == kStartFree ? FilterLevel::kSandboxed
+                                                           : FilterLevel::kInherited);
 }
 
 void CheckSyscallFilter() {
   char text[4096];
-  const bool read = ReadSmallFile("/proc/self/status", text, sizeof(text)) > 0;
-  NoteSyscallFilterFromStatus(read, text);
+  int open_error = 0;
+  const bool read = ReadSmallFile("/proc/self/status", text, sizeof(text), &open_error) > 0;
+  NoteSyscallFilterFromStatus(read, open_error, text);
 }
 
 }  // namespace retain::shim

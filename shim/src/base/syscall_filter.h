@@ -43,12 +43,20 @@ inline bool AvoidProcessVmReadv() {
 void NoteSyscallFilter(FilterLevel level);
 
 // Reads /proc/self/status: notes kInherited when its "Seccomp:" field is not
-// 0, kSandboxed when the file cannot be read at all. Not from a signal
-// handler.
+// 0 (kSandboxed when it was 0 at the first check: the program installed the
+// filter itself, by a raw system call the prctl hook did not see), and
+// kSandboxed when the file is hidden (ENOENT, EACCES, EPERM: not a full
+// descriptor table). Not from a signal handler. The first call is the
+// constructor's.
 void CheckSyscallFilter();
 
-// The same on status text already read: `read` false when it could not be.
-void NoteSyscallFilterFromStatus(bool read, const char* status_text);
+// The same on status text already read (`read` false when it could not
+// be, with the open's errno).
+void NoteSyscallFilterFromStatus(bool read, int open_error, const char* status_text);
+
+// Whether an errno from opening a /proc/self file says /proc is hidden from
+// the process, rather than that it is out of descriptors or memory.
+bool ProcHiddenError(int error);
 
 // Whether "Seccomp:" in /proc/self/status text says a filter or strict
 // mode is on; false when the field is 0 or absent (kernels without it).

@@ -91,6 +91,7 @@ struct ThreadState {
   uint32_t interruptible_call;
   uint32_t call_interrupted;
   uintptr_t interruptible_function;
+  uintptr_t interruptible_frame;  // the arming hook's frame address
 };
 
 inline constexpr uintptr_t kNoNursery = 1;

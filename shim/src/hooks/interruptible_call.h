@@ -30,21 +30,46 @@ auto InterruptibleCall(long number, Function* function, Call call) {
   MaybeRunServiceBeforeBlocking();
   if (g_thread.busy != 0 || !ServiceWorkStaysHere()) return call();
   const int entry_errno = errno;
+  // A call made inside a handler of the host's that interrupted an armed
+  // one arms its own, and gives the outer one its arm back.
+  const uint32_t outer_call = g_thread.interruptible_call;
+  const uintptr_t outer_function = g_thread.interruptible_function;
+  const uintptr_t outer_frame = g_thread.interruptible_frame;
+  decltype(call()) result{};
   for (;;) {
+    g_thread.interruptible_call = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    g_thread.call_interrupted = 0;
     g_thread.interruptible_function = reinterpret_cast<uintptr_t>(function);
+    g_thread.interruptible_frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     g_thread.interruptible_call = static_cast<uint32_t>(number) + 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    auto result = call();
+    // A signal that came before the arm: its work first.
+    const bool waiting = ServiceWorkWaiting();
+    if (!waiting) result = call();
     std::atomic_signal_fence(std::memory_order_seq_cst);
     g_thread.interruptible_call = 0;
-    if (g_thread.call_interrupted == 0) return result;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (!waiting && g_thread.call_interrupted == 0) break;
     g_thread.call_interrupted = 0;
     {
       BusyScope busy;
       DoServiceWorkHere();
     }
     errno = entry_errno;
+    // Work that cannot be done on this stack waits for a later hook; the
+    // call is made meanwhile.
+    if (ServiceWorkWaiting()) {
+      result = call();
+      break;
+    }
   }
+  g_thread.interruptible_function = outer_function;
+  g_thread.interruptible_frame = outer_frame;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  g_thread.interruptible_call = outer_call;
+  return result;
 }
 
 }  // namespace retain::shim

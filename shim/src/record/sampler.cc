@@ -29,6 +29,9 @@ uint64_t Mix(uint64_t x) {
 // which threads first sampled (reproducible for a given program), else from
 // the clock and the thread's stack address.
 void StartThread() {
+  // A thread whose allocations are sampled out records nothing, so this is
+  // where the shim first sees it (base/threads.h: NoteProgramThread).
+  CurrentThreadId();
   uint64_t ordinal = g_thread_ordinal.fetch_add(1, std::memory_order_relaxed);
   uint64_t state;
   if (g_seed_fixed) {

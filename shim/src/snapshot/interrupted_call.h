@@ -22,12 +22,18 @@ namespace retain::shim {
 
 // From a signal handler given `ucontext` (SA_SIGINFO): true when the
 // interrupted thread was at a `syscall` instruction for system call
-// `number` within the first kInterruptibleFunctionBytes of `function` (the
-// libc wrapper the hook called: not a system call a handler of the host's
-// made meanwhile), now made to return -EINTR. x86-64 only (elsewhere:
-// false, the call restarts). Async-signal-safe.
+// `number`, within the first kInterruptibleFunctionBytes of `function` (the
+// libc wrapper the hook called), on a stack pointer less than
+// kInterruptibleFrameBytes below `hook_frame` (the arming hook's frame) with
+// a return address into the shim among the words just above it: that call,
+// not one a handler of the host's or libc itself (stdio's reads run through
+// the same function) made, even were an arm left behind by a longjmp. Now
+// made to return -EINTR. x86-64 only (elsewhere: false, the call
+// restarts). Async-signal-safe.
 inline constexpr uintptr_t kInterruptibleFunctionBytes = 512;
-bool EndInterruptedSystemCall(void* ucontext, long number, uintptr_t function);
+inline constexpr uintptr_t kInterruptibleFrameBytes = 4096;
+bool EndInterruptedSystemCall(void* ucontext, long number, uintptr_t function,
+                              uintptr_t hook_frame);
 
 }  // namespace retain::shim
 

@@ -34,8 +34,10 @@ bool ResidencyMeter::Begin() {
   // @system-service set): under one, the pagemap's present bits say which
   // pages are resident (base/syscall_filter.h).
   char status[8192];
-  const bool status_read = ReadSmallFile("/proc/self/status", status, sizeof(status)) > 0;
-  NoteSyscallFilterFromStatus(status_read, status);
+  int open_error = 0;
+  const bool status_read =
+      ReadSmallFile("/proc/self/status", status, sizeof(status), &open_error) > 0;
+  NoteSyscallFilterFromStatus(status_read, open_error, status);
   pagemap_only_ = pagemap_only_ || AvoidMincore();
   long page_size = sysconf(_SC_PAGESIZE);
   if (page_size <= 0 || (page_size & (page_size - 1)) != 0) return false;

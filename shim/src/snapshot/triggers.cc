@@ -22,9 +22,14 @@
 #include "snapshot/signal_chain.h"
 #include "snapshot/writer.h"
 #include "unwind/go_runtime.h"
+#include "unwind/stack_capture.h"
 
 namespace retain::shim {
 namespace {
+
+// What a snapshot write takes of the stack, with room to spare: the deepest
+// path (-fstack-usage) is ~30 KiB, with glibc's malloc_info below it.
+constexpr size_t kStackRoomForAWrite = 128 * 1024;
 
 sem_t g_wakeup;
 std::atomic<bool> g_service_running;
@@ -122,8 +127,9 @@ void* ServiceThreadMain(void*) {
 void OnSnapshotSignal(int, siginfo_t*, void* context) {
   NoteSnapshotSignal();
   const uint32_t armed = g_thread.interruptible_call;
-  if (armed != 0 && EndInterruptedSystemCall(context, static_cast<long>(armed) - 1,
-                                             g_thread.interruptible_function)) {
+  if (armed != 0 &&
+      EndInterruptedSystemCall(context, static_cast<long>(armed) - 1,
+                               g_thread.interruptible_function, g_thread.interruptible_frame)) {
     g_thread.call_interrupted = 1;
   }
 }
@@ -245,16 +251,27 @@ bool ServiceWorkStaysHere() {
 void RunService() {
   bool expected = true;
   if (!g_service_thread_wanted.compare_exchange_strong(expected, false)) return;
+  const int saved = errno;  // pthread_setname_np opens a /proc file
   if (ServiceThreadMayStart()) {
     if (g_triggers_installed.load() || g_work_waiting.load(std::memory_order_acquire)) {
       StartServiceThreadNow();
     }
-    return;
+  } else {
+    DoServiceWorkHere();
   }
-  DoServiceWorkHere();
+  errno = saved;
 }
 
+bool ServiceWorkWaiting() { return g_work_waiting.load(std::memory_order_acquire); }
+
 void DoServiceWorkHere() {
+  if (!g_work_waiting.load(std::memory_order_acquire)) return;
+  // A write needs tens of KiB of stack (the encoders' buffers): not on a
+  // small one, where it would overflow into the host's memory.
+  if (!StackRoomAtLeast(kStackRoomForAWrite)) {
+    g_service_thread_wanted.store(true, std::memory_order_release);  // the next hook tries again
+    return;
+  }
   if (!g_work_waiting.exchange(false, std::memory_order_acq_rel)) return;
   const int saved = errno;  // a hook's caller finds the errno of its own call
   WritePendingSignalSnapshots();

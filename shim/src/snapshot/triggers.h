@@ -83,7 +83,12 @@ bool ServiceWorkStaysHere();
 
 // The service thread's work, on the calling thread (guard held): the
 // pending signal snapshots, a queued every-N snapshot, tag compaction.
+// Left for a later hook when this thread's stack has too little room left
+// for a write (a coroutine's, an alternate signal stack).
 void DoServiceWorkHere();
+
+// Whether work waits for DoServiceWorkHere. Async-signal-safe.
+bool ServiceWorkWaiting();
 
 // From a wait hook that got EINTR: true when the interruption was the
 // snapshot signal's alone, so the wait should resume: this thread's handler

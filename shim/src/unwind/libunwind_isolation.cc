@@ -133,13 +133,20 @@ long UnwinderSyscall(long number, ...) {
 int UnwinderMincore(void* address, size_t length, unsigned char* vector) {
   if (AvoidMincore()) {
     g_validations.fetch_add(1, std::memory_order_relaxed);
-    if (!Readable(address, length)) {
-      errno = ENOMEM;
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const auto first = reinterpret_cast<uintptr_t>(address);
+    if ((first & (page - 1)) != 0) {
+      errno = EINVAL;  // as mincore
       return -1;
     }
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t offset = reinterpret_cast<uintptr_t>(address) & (page - 1);
-    memset(vector, 1, (offset + length + page - 1) / page);
+    const size_t pages = (length + page - 1) / page;
+    for (size_t i = 0; i < pages; ++i) {  // one byte of each page tells
+      if (!Readable(reinterpret_cast<const void*>(first + i * page), 1)) {
+        errno = ENOMEM;
+        return -1;
+      }
+    }
+    memset(vector, 1, pages);
     return 0;
   }
   if (g_original_mincore != nullptr) {
@@ -151,9 +158,15 @@ int UnwinderMincore(void* address, size_t length, unsigned char* vector) {
 int UnwinderMsync(void* address, size_t length, int flags) {
   if (AvoidMincore()) {
     g_validations.fetch_add(1, std::memory_order_relaxed);
-    if (Readable(address, length)) return 0;
-    errno = ENOMEM;
-    return -1;
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const auto first = reinterpret_cast<uintptr_t>(address);
+    for (uintptr_t at = first; at < first + length; at += page) {
+      if (!Readable(reinterpret_cast<const void*>(at), 1)) {
+        errno = ENOMEM;
+        return -1;
+      }
+    }
+    return 0;
   }
   if (g_original_msync != nullptr) {
     return reinterpret_cast<MsyncFn>(g_original_msync)(address, length, flags);

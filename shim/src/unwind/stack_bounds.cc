@@ -109,10 +109,7 @@ bool FindMapping(MappingFinder* finder) {
       ReadFileInPieces("/proc/self/maps", buffer, sizeof(buffer), FeedFinder, finder, &open_error);
   // Hidden from the process (a sandbox's empty root, its broker), not just
   // out of descriptors for now: a sandbox may filter system calls too.
-  if (open_error != 0 && open_error != EMFILE && open_error != ENFILE && open_error != ENOMEM &&
-      open_error != EINTR) {
-    NoteSyscallFilter(FilterLevel::kSandboxed);
-  }
+  if (ProcHiddenError(open_error)) NoteSyscallFilter(FilterLevel::kSandboxed);
   return read && finder->found();
 }
 

@@ -293,6 +293,14 @@ __attribute__((noinline)) uint32_t CaptureStackId() {
   return InternStack(frames + skip, kept, truncated);
 }
 
+bool StackRoomAtLeast(size_t bytes) {
+  EnsureStackBounds();
+  const uintptr_t low = g_thread.stack_low;
+  const uintptr_t high = g_thread.stack_high;
+  const auto sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  return high > 1 && sp >= low && sp < high && sp - low >= bytes;
+}
+
 uint64_t UnwindFailures() { return g_unwind_failures.load(std::memory_order_relaxed); }
 uint64_t FramePointerFallbacks() { return g_fp_fallbacks.load(std::memory_order_relaxed); }
 uint64_t CfiFallbacks() { return g_cfi_fallbacks.load(std::memory_order_relaxed); }

@@ -24,6 +24,7 @@
 #ifndef RETAIN_SHIM_SRC_UNWIND_STACK_CAPTURE_H_
 #define RETAIN_SHIM_SRC_UNWIND_STACK_CAPTURE_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace retain::shim {
@@ -39,6 +40,12 @@ void LoadEarlyUnwinder();
 
 // Captures and interns the caller's stack. Returns the stack id, 0 if none.
 uint32_t CaptureStackId();
+
+// Whether the calling thread runs on its own stack with at least `bytes`
+// left below the stack pointer (its bounds as the walks read them). False
+// on a stack of another kind (a coroutine's, an alternate signal stack) or
+// when the bounds are unknown.
+bool StackRoomAtLeast(size_t bytes);
 
 // Counters for ShimHealth.
 uint64_t UnwindFailures();
