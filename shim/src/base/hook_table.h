@@ -33,6 +33,17 @@
 
 #include <atomic>
 
+#if !defined(__APPLE__)
+// glibc's _FORTIFY_SOURCE entry points (declared by its headers only when
+// the including file is built with fortification): what read(), recv() and
+// recvfrom() become in a fortified binary when the length is not a
+// constant.
+extern "C" ssize_t __read_chk(int fd, void* buffer, size_t size, size_t buffer_size);
+extern "C" ssize_t __recv_chk(int fd, void* buffer, size_t size, size_t buffer_size, int flags);
+extern "C" ssize_t __recvfrom_chk(int fd, void* buffer, size_t size, size_t buffer_size, int flags,
+                                  struct sockaddr* address, socklen_t* length);
+#endif
+
 #if defined(__APPLE__)
 // Darwin interposes with dyld tuples, not by symbol preemption, and calls the
 // originals directly (hooks/darwin/darwin_hooks.cc); its list only names what
@@ -63,6 +74,9 @@
   X(recvfrom)                   \
   X(recvmsg)                    \
   X(readv)                      \
+  X(__read_chk)                 \
+  X(__recv_chk)                 \
+  X(__recvfrom_chk)             \
   X(write)                      \
   X(send)                       \
   X(sendto)                     \

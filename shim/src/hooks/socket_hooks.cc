@@ -92,6 +92,27 @@ RETAIN_EXPORT ssize_t recvfrom(int fd, void* buffer, size_t size, int flags,
   return result;
 }
 
+// _FORTIFY_SOURCE's forms (base/hook_table.h): a length past the buffer
+// ends the program in glibc's __chk_fail, as without the shim; any other
+// call is the plain one's, hooked as it is.
+extern "C" [[noreturn]] void __chk_fail(void);
+
+RETAIN_EXPORT ssize_t __read_chk(int fd, void* buffer, size_t size, size_t buffer_size) {
+  if (size > buffer_size) __chk_fail();
+  return read(fd, buffer, size);
+}
+
+RETAIN_EXPORT ssize_t __recv_chk(int fd, void* buffer, size_t size, size_t buffer_size, int flags) {
+  if (size > buffer_size) __chk_fail();
+  return recv(fd, buffer, size, flags);
+}
+
+RETAIN_EXPORT ssize_t __recvfrom_chk(int fd, void* buffer, size_t size, size_t buffer_size,
+                                     int flags, struct sockaddr* address, socklen_t* length) {
+  if (size > buffer_size) __chk_fail();
+  return recvfrom(fd, buffer, size, flags, address, length);
+}
+
 RETAIN_EXPORT ssize_t recvmsg(int fd, struct msghdr* message, int flags) {
   if (!HookReady()) return syscall(SYS_recvmsg, fd, message, flags);
   ssize_t result = InterruptibleCall(SYS_recvmsg, g_real.recvmsg,

@@ -6,7 +6,7 @@
 //
 // Thread and signal contract: as snapshot/writer.h says: writes are
 // serialized by g_write_mutex, on a busy thread (BusyScope), never from a
-// signal handler or a hook; nothing is taken from the host heap.
+// signal handler; nothing is taken from the host heap.
 #include "snapshot/writer.h"
 
 #include <errno.h>

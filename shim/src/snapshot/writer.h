@@ -14,7 +14,10 @@
 // disk (snapshot/file_output.h, snapshot/writer.cc).
 //
 // Thread-safe (writes are serialized). Takes locks and the loader lock: call
-// from normal context only, never from a signal handler or a hook. Never
+// from normal context only, never from a signal handler, nor from a hook
+// while the thread holds a lock of the shim's (the every-N snapshots and a
+// single-threaded program's are written from hooks, at points where it
+// holds none: snapshot/triggers.h). Uses tens of KiB of stack. Never
 // allocates from the host heap (buffers are arena pages).
 #ifndef RETAIN_SHIM_SRC_SNAPSHOT_WRITER_H_
 #define RETAIN_SHIM_SRC_SNAPSHOT_WRITER_H_
