@@ -171,31 +171,6 @@ TEST(ProcSingleThread, ASignalWhileBlockedInAcceptIsAnsweredThere) {
   EXPECT_EQ(snapshots[3].header().trigger(), v1::TRIGGER_EXIT);
 }
 
-// The same in read() built with _FORTIFY_SOURCE (Debian's packages are):
-// the program calls glibc's __read_chk, hooked as read() is.
-TEST(ProcSingleThread, ASignalWhileBlockedInAFortifiedReadIsAnsweredThere) {
-  TempDir retain_dir;
-  RunOptions options;
-  options.argv = {FixturePath("proc_blocked_read_fortified")};
-  options.preload = true;
-  options.env["RETAIN_DIR"] = retain_dir.path();
-  Child child(options);
-  ASSERT_GT(child.pid(), 0);
-  ASSERT_TRUE(child.WaitForStdout("waiting\n", 10000)) << child.Stderr();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_TRUE(child.Signal(SIGUSR2));
-  EXPECT_EQ(WaitForSnapshots(retain_dir.path(), 1, 10000).size(), 1u)
-      << "no snapshot while the program blocked";
-  EXPECT_EQ(ThreadNames(child.pid()), std::vector<std::string>{"proc_blocked_re"});
-  ASSERT_TRUE(child.WriteStdin("bytes the program reads, then more to come\n"));
-  child.CloseStdin();
-  const RunResult run = child.Wait(30);
-  EXPECT_EQ(run.exit_code, 0) << run.stderr_data;
-  const std::vector<v1::Snapshot> snapshots = LoadAll(retain_dir.path());
-  ASSERT_EQ(snapshots.size(), 2u);
-  EXPECT_EQ(snapshots[0].header().trigger(), v1::TRIGGER_SIGNAL);
-}
-
 // The real thing: headless Chromium renders a page that runs JavaScript.
 // Under a shim that started its thread in every process, the zygote died at
 // its single-thread check and the browser aborted.
