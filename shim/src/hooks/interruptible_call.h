@@ -10,7 +10,8 @@
 // writes the snapshot and makes the call again, with the errno it was
 // entered with. The host sees only the call's own result: an EINTR that
 // the kernel returned for another reason (a handler of the host's installed
-// without SA_RESTART) is passed on as it came.
+// without SA_RESTART) is passed on as it came, unless the snapshot signal
+// ended the same call in the same delivery (then the call is made again).
 #ifndef RETAIN_SHIM_SRC_HOOKS_INTERRUPTIBLE_CALL_H_
 #define RETAIN_SHIM_SRC_HOOKS_INTERRUPTIBLE_CALL_H_
 
