@@ -130,23 +130,29 @@ long UnwinderSyscall(long number, ...) {
 // libunwind also validates with mincore (Debian's 1.6.2 first) and msync,
 // which a seccomp filter may kill the process for: under one, the pages are
 // checked as the pipe's writes are (Readable), and reported all resident.
+// Whether each of the `length` bytes' pages at page-aligned `first` can be
+// read: one byte of each tells. Counts as one validation.
+bool PagesReadable(uintptr_t first, size_t length, size_t page) {
+  g_validations.fetch_add(1, std::memory_order_relaxed);
+  for (uintptr_t at = first; at < first + length; at += page) {
+    if (!Readable(reinterpret_cast<const void*>(at), 1)) return false;
+  }
+  return true;
+}
+
 int UnwinderMincore(void* address, size_t length, unsigned char* vector) {
   if (AvoidMincore()) {
-    g_validations.fetch_add(1, std::memory_order_relaxed);
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const auto first = reinterpret_cast<uintptr_t>(address);
     if ((first & (page - 1)) != 0) {
       errno = EINVAL;  // as mincore
       return -1;
     }
-    const size_t pages = (length + page - 1) / page;
-    for (size_t i = 0; i < pages; ++i) {  // one byte of each page tells
-      if (!Readable(reinterpret_cast<const void*>(first + i * page), 1)) {
-        errno = ENOMEM;
-        return -1;
-      }
+    if (!PagesReadable(first, length, page)) {
+      errno = ENOMEM;
+      return -1;
     }
-    memset(vector, 1, pages);
+    memset(vector, 1, (length + page - 1) / page);
     return 0;
   }
   if (g_original_mincore != nullptr) {
@@ -157,16 +163,10 @@ int UnwinderMincore(void* address, size_t length, unsigned char* vector) {
 
 int UnwinderMsync(void* address, size_t length, int flags) {
   if (AvoidMincore()) {
-    g_validations.fetch_add(1, std::memory_order_relaxed);
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const auto first = reinterpret_cast<uintptr_t>(address);
-    for (uintptr_t at = first; at < first + length; at += page) {
-      if (!Readable(reinterpret_cast<const void*>(at), 1)) {
-        errno = ENOMEM;
-        return -1;
-      }
-    }
-    return 0;
+    if (PagesReadable(reinterpret_cast<uintptr_t>(address), length, page)) return 0;
+    errno = ENOMEM;
+    return -1;
   }
   if (g_original_msync != nullptr) {
     return reinterpret_cast<MsyncFn>(g_original_msync)(address, length, flags);

@@ -128,6 +128,25 @@ __attribute__((noinline)) int WalkFramePointers(uintptr_t* frames, int max) {
   return count;
 }
 
+// The frame in the rbp chain from `fp` (the shim's own frames all keep
+// frame pointers) whose return address is the first outside the shim: the
+// hook's, whose caller the walks start from. Every frame read lies in
+// [low, high); null when the chain breaks or the shim's range is not known
+// yet.
+inline const uintptr_t* HookFrameFrom(uintptr_t fp, uintptr_t low, uintptr_t high) {
+  const uintptr_t shim_begin = ShimCodeBegin();
+  const uintptr_t shim_end = ShimCodeEnd();
+  if (shim_begin == shim_end) return nullptr;
+  for (int i = 0; i < 64; ++i) {  // the shim never nests that deep: a broken chain
+    if (fp < low || fp > high - 16 || (fp & 7) != 0) return nullptr;
+    const auto* frame = reinterpret_cast<const uintptr_t*>(fp);
+    if (frame[1] < shim_begin || frame[1] >= shim_end) return frame;
+    if (frame[0] <= fp) return nullptr;
+    fp = frame[0];
+  }
+  return nullptr;
+}
+
 // The CFI unwinder from the hook's caller on: the shim's own frames all keep
 // frame pointers (it is built with -fno-omit-frame-pointer), so they are
 // passed by their rbp chain up to the first return address outside the shim,
@@ -141,21 +160,11 @@ int CaptureByCfi(uintptr_t* frames, int max, CfiStackHash* hash = nullptr) {
   const uintptr_t low = g_thread.stack_low;
   const uintptr_t high = g_thread.stack_high;
   if (high <= 1) return -1;  // not known (yet): libunwind needs no bounds
-  const uintptr_t shim_begin = ShimCodeBegin();
-  const uintptr_t shim_end = ShimCodeEnd();
-  if (shim_begin == shim_end) return -1;  // the shim's range is not known yet
   auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   if (const uintptr_t hook_frame = g_thread.hook_frame; hook_frame > fp) fp = hook_frame;
-  for (int i = 0; i < 64; ++i) {  // the shim never nests that deep: a broken chain
-    if (fp < low || fp > high - 16 || (fp & 7) != 0) return -1;  // e.g. a sigaltstack
-    const auto* frame = reinterpret_cast<const uintptr_t*>(fp);
-    if (frame[1] < shim_begin || frame[1] >= shim_end) {
-      return CfiUnwind(CallerOfFrame(frame), low, high, frames, max, hash);
-    }
-    if (frame[0] <= fp) return -1;
-    fp = frame[0];
-  }
-  return -1;
+  const uintptr_t* frame = HookFrameFrom(fp, low, high);
+  if (frame == nullptr) return -1;  // e.g. a sigaltstack
+  return CfiUnwind(CallerOfFrame(frame), low, high, frames, max, hash);
 }
 
 // RETAIN_UNWIND=libunwind in a Go program: libunwind's stack ended in Go
@@ -178,22 +187,12 @@ __attribute__((noinline, cold)) int CaptureByLibunwindInGo(uintptr_t* frames, in
 // frames, which keep frame pointers and lie just above this one on the
 // stack the thread runs on.
 __attribute__((noinline, cold)) int CaptureHookCaller(uintptr_t* frames, int max) {
-  const uintptr_t shim_begin = ShimCodeBegin();
-  const uintptr_t shim_end = ShimCodeEnd();
-  if (max <= 0 || shim_begin == shim_end) return 0;
-  auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  const uintptr_t limit = fp + 256 * 1024;  // the shim's frames are all near
-  for (int i = 0; i < 64; ++i) {
-    const auto* frame = reinterpret_cast<const uintptr_t*>(fp);
-    if (frame[1] < shim_begin || frame[1] >= shim_end) {
-      frames[0] = frame[1];
-      return 1;
-    }
-    const uintptr_t next = frame[0];
-    if (next <= fp || next >= limit || (next & 7) != 0) return 0;
-    fp = next;
-  }
-  return 0;
+  if (max <= 0) return 0;
+  const auto fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  const uintptr_t* frame = HookFrameFrom(fp, fp, fp + 256 * 1024);  // the shim's frames are near
+  if (frame == nullptr) return 0;
+  frames[0] = frame[1];
+  return 1;
 }
 
 // `hash`: see CfiUnwind (known only for a CFI walk).
