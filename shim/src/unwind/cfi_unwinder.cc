@@ -317,15 +317,9 @@ constexpr uint32_t kMemoSlots = 1024;
 constexpr uint32_t kMemoProbes = 8;
 MemoSlot g_memo_slots[kMemoSlots];
 
-// This thread's memo, or nullptr.
-WalkMemo* ThreadMemo(uintptr_t stack_high) {
-  const uint32_t cached = g_thread.cfi_memo_slot;
-  if (cached != 0) {
-    MemoSlot& slot = g_memo_slots[cached - 1];
-    if (slot.key.load(std::memory_order_relaxed) == stack_high) {
-      return slot.memo.load(std::memory_order_relaxed);
-    }
-  }
+// ThreadMemo for a thread that has not claimed its slot yet (or whose
+// stack changed).
+__attribute__((noinline)) WalkMemo* ClaimThreadMemo(uintptr_t stack_high) {
   const uint32_t home = static_cast<uint32_t>((stack_high >> 12) * 0x9e3779b1u) % kMemoSlots;
   for (uint32_t probe = 0; probe < kMemoProbes; ++probe) {
     const uint32_t index = (home + probe) % kMemoSlots;
@@ -347,6 +341,18 @@ WalkMemo* ThreadMemo(uintptr_t stack_high) {
     return memo;
   }
   return nullptr;
+}
+
+// This thread's memo, or nullptr.
+__attribute__((always_inline)) inline WalkMemo* ThreadMemo(uintptr_t stack_high) {
+  const uint32_t cached = g_thread.cfi_memo_slot;
+  if (cached != 0) {
+    MemoSlot& slot = g_memo_slots[cached - 1];
+    if (slot.key.load(std::memory_order_relaxed) == stack_high) {
+      return slot.memo.load(std::memory_order_relaxed);
+    }
+  }
+  return ClaimThreadMemo(stack_high);
 }
 
 // The step by `rule` (a frame rule: its offset field is not 0) from the
@@ -380,10 +386,12 @@ __attribute__((always_inline)) inline bool StepByRule(uint64_t rule, uintptr_t s
 }
 
 // Checks remembered frames k - 1, k - 2, ... stop against the stack and
-// writes their return addresses, innermost first, at `out` while they hold.
+// writes their return addresses, innermost first, at `out` while they hold
+// (kWrite false: only advances `out`, the frames stay in the memo).
 // Returns the frame it stopped at: `stop` when all held, else k where frame
 // k - 1's slot (or the rbp the step from frame k reloads, where a step
 // further out reads it) changed.
+template <bool kWrite>
 __attribute__((always_inline)) inline int CheckRemembered(const WalkMemo& memo, int k, int stop,
                                                           uintptr_t*& out) {
   // Both reads inside [sp, stack_high): recorded by a walk of this
@@ -422,14 +430,17 @@ __attribute__((always_inline)) inline int CheckRemembered(const WalkMemo& memo, 
           _mm_or_si128(_mm_xor_si128(low_slots, low_ips), _mm_xor_si128(high_slots, high_ips));
       if (_mm_movemask_epi8(_mm_cmpeq_epi8(differ, zero)) != 0xffff) break;
       // Innermost first: ips[b + 3], ips[b + 2], ips[b + 1], ips[b].
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_shuffle_epi32(high_ips, 0x4e));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 2), _mm_shuffle_epi32(low_ips, 0x4e));
+      if constexpr (kWrite) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_shuffle_epi32(high_ips, 0x4e));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 2), _mm_shuffle_epi32(low_ips, 0x4e));
+      }
       to += 4;
       k = b;
     }
 #endif
     for (; k > stop && reinterpret_cast<const uintptr_t*>(sps[k - 1])[-1] == ips[k - 1]; --k) {
-      *to++ = ips[k - 1];
+      if constexpr (kWrite) *to = ips[k - 1];
+      ++to;
     }
   } else {
     while (k - 4 >= stop) {
@@ -439,10 +450,12 @@ __attribute__((always_inline)) inline int CheckRemembered(const WalkMemo& memo, 
                                (reinterpret_cast<const uintptr_t*>(sps[b + 1])[-1] ^ ips[b + 1]) |
                                (reinterpret_cast<const uintptr_t*>(sps[b])[-1] ^ ips[b]);
       if ((differ | ((needs_bp >> b) & 0xf)) != 0) break;
-      to[0] = ips[b + 3];
-      to[1] = ips[b + 2];
-      to[2] = ips[b + 1];
-      to[3] = ips[b];
+      if constexpr (kWrite) {
+        to[0] = ips[b + 3];
+        to[1] = ips[b + 2];
+        to[2] = ips[b + 1];
+        to[3] = ips[b];
+      }
       to += 4;
       k = b;
     }
@@ -453,7 +466,8 @@ __attribute__((always_inline)) inline int CheckRemembered(const WalkMemo& memo, 
         const uintptr_t slot = SlotOfStep(memo.step[k]);
         if (slot != 0 && *reinterpret_cast<const uintptr_t*>(slot) != memo.bp[k - 1]) break;
       }
-      *to++ = to_ip;
+      if constexpr (kWrite) *to = to_ip;
+      ++to;
     }
   }
   out = to;
@@ -547,7 +561,7 @@ class Walk {
     const int room = max_ - count_;
     const int stop = k > room ? k - room : 0;  // the depth limit
     uintptr_t* out = frames_ + count_;
-    k = CheckRemembered(memo, k, stop, out);
+    k = CheckRemembered<true>(memo, k, stop, out);
     count_ = static_cast<int>(out - frames_);
     const bool ends = count_ == max_ || (k == 0 && memo.complete);
     if (ends && !left_memo_) {
@@ -678,6 +692,7 @@ __attribute__((noinline)) int RememberWhole(WalkMemo& memo, const MemoFrame* kep
 // round of bench/README.md: a third of the shim's instructions per call on
 // the deep workload.)
 
+template <bool kWrite>
 int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintptr_t high,
              uintptr_t* frames, int max) {
   // The frames stepped from, innermost first, as Walk::Keep keeps them.
@@ -700,7 +715,7 @@ int FastWalk(uint64_t* cache, WalkMemo& memo, const UnwindRegisters& regs, uintp
       // memo reaches past it (as Walk::Reuse).
       const int room = static_cast<int>(last + 1 - out);
       const int stop = join > room ? join - room : 0;
-      const int k = CheckRemembered(memo, join, stop, out);
+      const int k = CheckRemembered<kWrite>(memo, join, stop, out);
       if (k == stop && (out > last || (k == 0 && memo.complete))) {
         // Ends at the depth limit or at the outermost frame: the memo keeps
         // its frames from `join` out (those past a depth limit too, as
@@ -856,11 +871,12 @@ __attribute__((noinline)) int WalkWithMemo(uint64_t* cache, WalkMemo* memo,
   return count;
 }
 
-}  // namespace
-
-int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
-              uintptr_t* frames, int max, CfiStackHash* hash) {
-  if (hash != nullptr) *hash = {false, false, 0};
+// CfiUnwind, and with kLazy CfiUnwindLazily (`hash` then not null).
+template <bool kLazy>
+__attribute__((always_inline)) inline int Unwind(const UnwindRegisters& regs, uintptr_t stack_low,
+                                                 uintptr_t stack_high, uintptr_t* frames, int max,
+                                                 CfiStackHash* hash) {
+  if (hash != nullptr) *hash = {false, false, 0, nullptr, 0};
 #if defined(__x86_64__)
   uint64_t* cache = Cache();
   if (cache == nullptr) return -1;
@@ -869,8 +885,20 @@ int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_
   if (memo == nullptr) return WalkWithoutMemo(cache, regs, stack_low, stack_high, frames, max);
   if (memo->count > 0 && memo->stack_low == stack_low && memo->stack_high == stack_high &&
       memo->generation == g_generation.load(std::memory_order_relaxed)) {
-    if (const int count = FastWalk(cache, *memo, regs, stack_high, frames, max); count >= 0) {
+    if (const int count = FastWalk<!kLazy>(cache, *memo, regs, stack_high, frames, max);
+        count >= 0) {
       GiveHash(*memo, count, max, hash);
+      if constexpr (kLazy) {
+        // A walk that FastWalk finished left all its frames in the memo,
+        // innermost last (it ends as the memo does, or is its innermost
+        // `count` when cut at the depth limit).
+        if (count > 0 && (hash->known || hash->cut_key)) {
+          hash->pending_ips = memo->ip;
+          hash->pending_count = memo->count;
+        } else {
+          for (int i = 0; i < count; ++i) frames[i] = memo->ip[memo->count - 1 - i];
+        }
+      }
       return count;
     }
   }
@@ -883,6 +911,18 @@ int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_
   (void)max;
   return -1;
 #endif
+}
+
+}  // namespace
+
+int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
+              uintptr_t* frames, int max, CfiStackHash* hash) {
+  return Unwind<false>(regs, stack_low, stack_high, frames, max, hash);
+}
+
+int CfiUnwindLazily(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
+                    uintptr_t* frames, int max, CfiStackHash* hash) {
+  return Unwind<true>(regs, stack_low, stack_high, frames, max, hash);
 }
 
 CfiMemoPlace CfiThreadMemoForTesting(uintptr_t stack_high) {

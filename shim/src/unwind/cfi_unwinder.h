@@ -88,11 +88,36 @@ struct CfiStackHash {
   bool known;
   bool cut_key;
   uint64_t value;
+  // CfiUnwindLazily only: not null when the frames were left unwritten.
+  // They are then the innermost ones of the thread's memo, outermost first:
+  // frames[i] is pending_ips[pending_count - 1 - i] (CfiWritePendingFrames).
+  const uintptr_t* pending_ips;
+  int pending_count;
 };
 // `regs` by reference: a 24-byte struct by value is copied through memory
 // with a 16-byte load of two 8-byte stores, which stalls store forwarding.
 int CfiUnwind(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
               uintptr_t* frames, int max, CfiStackHash* hash = nullptr);
+
+// CfiUnwind for a caller that needs the frames only now and then (the
+// stack table, for a stack whose hash it has not seen): a walk that gives
+// a hash or a key and reused the thread's memo may leave `frames`
+// unwritten (hash->pending_ips set), saving a store per frame. Such frames
+// stay readable until the thread's next walk; CfiWritePendingFrames writes
+// them. Otherwise as CfiUnwind.
+int CfiUnwindLazily(const UnwindRegisters& regs, uintptr_t stack_low, uintptr_t stack_high,
+                    uintptr_t* frames, int max, CfiStackHash* hash);
+
+// The first frame of a walk whose frames are pending (its return address
+// into the code that called).
+inline uintptr_t CfiFirstPendingFrame(const CfiStackHash& hash) {
+  return hash.pending_ips[hash.pending_count - 1];
+}
+
+// Writes the `count` frames CfiUnwindLazily left pending into `frames`.
+inline void CfiWritePendingFrames(const CfiStackHash& hash, uintptr_t* frames, int count) {
+  for (int i = 0; i < count; ++i) frames[i] = hash.pending_ips[hash.pending_count - 1 - i];
+}
 
 // Where the calling thread's memo of its previous walk is (claimed now if
 // it has none; address 0 when none can be had), for tests: each thread's

@@ -164,7 +164,8 @@ int CaptureByCfi(uintptr_t* frames, int max, CfiStackHash* hash = nullptr) {
   if (const uintptr_t hook_frame = g_thread.hook_frame; hook_frame > fp) fp = hook_frame;
   const uintptr_t* frame = HookFrameFrom(fp, low, high);
   if (frame == nullptr) return -1;  // e.g. a sigaltstack
-  return CfiUnwind(CallerOfFrame(frame), low, high, frames, max, hash);
+  if (hash != nullptr) return CfiUnwindLazily(CallerOfFrame(frame), low, high, frames, max, hash);
+  return CfiUnwind(CallerOfFrame(frame), low, high, frames, max);
 }
 
 // RETAIN_UNWIND=libunwind in a Go program: libunwind's stack ended in Go
@@ -195,7 +196,8 @@ __attribute__((noinline, cold)) int CaptureHookCaller(uintptr_t* frames, int max
   return 1;
 }
 
-// `hash`: see CfiUnwind (known only for a CFI walk).
+// `hash`: see CfiUnwindLazily (known only for a CFI walk, whose frames may
+// then be pending).
 int CaptureRaw(uintptr_t* frames, int max, CfiStackHash* hash) {
   const UnwindMode mode = GetConfig().unwind;
   // CFI walks hold no shim frames: depth + 1 of them show a truncation.
@@ -267,11 +269,25 @@ void LoadEarlyUnwinder() {
 __attribute__((noinline)) uint32_t CaptureStackId() {
   uintptr_t frames[kMaxDepth + kCaptureSlack];
   const int depth = GetConfig().depth;
-  CfiStackHash hash{false, false, 0};
+  CfiStackHash hash{false, false, 0, nullptr, 0};
   int count = CaptureRaw(frames, depth + kCaptureSlack, &hash);
-  // Drop the shim's own frames (hook, recorder, capture).
   const uintptr_t begin = ShimCodeBegin();
   const uintptr_t end = ShimCodeEnd();
+  if (hash.pending_ips != nullptr) {
+    // A CFI walk that reused the thread's previous one left its frames in
+    // the walker's memo: a stack seen before is found by its hash or key
+    // alone, without them. (A CFI walk starts at the hook's caller: no shim
+    // frame to drop, unless the caller is the shim's own code.)
+    const uintptr_t first = CfiFirstPendingFrame(hash);
+    if (first < begin || first >= end) {
+      uint32_t id = 0;
+      if (hash.known && count <= depth) id = FindStackIdByHash(hash.value);
+      if (hash.cut_key && count > depth) id = FindStackIdByKey(hash.value);
+      if (id != 0) return id;
+    }
+    CfiWritePendingFrames(hash, frames, count);
+  }
+  // Drop the shim's own frames (hook, recorder, capture).
   int skip = 0;
   while (skip < count && frames[skip] >= begin && frames[skip] < end) ++skip;
   int kept = count - skip;

@@ -98,6 +98,28 @@ uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64
 // then the table.
 uint32_t InternCached(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
 
+constexpr uint64_t kCacheIdMask = (uint64_t{1} << kCacheIdBits) - 1;
+
+// The hash -> id cache's set for `hash` (nullptr without a cache).
+std::atomic<uint64_t>* CacheSet(uint64_t hash) {
+  std::atomic<uint64_t>* cache = Cache();
+  // The set: one cache line of kCacheWays words, chosen by the hash's top
+  // bits; a word holds the hash's low 40 bits over the id.
+  return cache != nullptr ? &cache[(hash >> (64 - kCacheBits + 3)) * kCacheWays] : nullptr;
+}
+
+// The id `set` holds for `hash`, or 0.
+uint32_t FindInSet(const std::atomic<uint64_t>* set, uint64_t hash) {
+  if (set == nullptr) return 0;
+  const uint64_t tag = hash << kCacheIdBits;
+  for (int way = 0; way < kCacheWays; ++way) {
+    const uint64_t word = set[way].load(std::memory_order_relaxed);
+    if (word == 0) break;  // ways fill in order: the rest are empty
+    if ((word & ~kCacheIdMask) == tag) return static_cast<uint32_t>(word & kCacheIdMask);
+  }
+  return 0;
+}
+
 }  // namespace
 
 uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
@@ -119,6 +141,22 @@ uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, u
   return id;
 }
 
+uint32_t FindStackIdByHash(uint64_t hash) {
+  if (hash == g_thread.last_stack_hash && g_thread.last_stack_id != 0) {
+    return g_thread.last_stack_id;
+  }
+  const uint32_t id = FindInSet(CacheSet(hash), hash);
+  if (id != 0) {
+    g_thread.last_stack_hash = hash;
+    g_thread.last_stack_id = id;
+  }
+  return id;
+}
+
+uint32_t FindStackIdByKey(uint64_t key) {
+  return key == g_thread.last_stack_hash ? g_thread.last_stack_id : 0;
+}
+
 uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, uint64_t key) {
   // The thread's last stack by its key; anything else by its hash. (The
   // hash -> id cache takes hashes only: a stack may have many keys, which
@@ -136,26 +174,14 @@ uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, ui
 namespace {
 
 uint32_t InternCached(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
-  std::atomic<uint64_t>* cache = Cache();
-  // The set: one cache line of kCacheWays words, chosen by the hash's top
-  // bits; a word holds the hash's low 40 bits over the id.
-  std::atomic<uint64_t>* set =
-      cache != nullptr ? &cache[(hash >> (64 - kCacheBits + 3)) * kCacheWays] : nullptr;
-  const uint64_t tag = hash << kCacheIdBits;
-  constexpr uint64_t kIdMask = (uint64_t{1} << kCacheIdBits) - 1;
-  if (set != nullptr) {
-    for (int way = 0; way < kCacheWays; ++way) {
-      const uint64_t word = set[way].load(std::memory_order_relaxed);
-      if (word == 0) break;  // ways fill in order: the rest are empty
-      if ((word & ~kIdMask) == tag) return static_cast<uint32_t>(word & kIdMask);
-    }
-  }
+  std::atomic<uint64_t>* set = CacheSet(hash);
+  if (const uint32_t cached = FindInSet(set, hash); cached != 0) return cached;
   const uint32_t id = InternShared(frames, depth, truncated, hash);
   if (set != nullptr && id != 0 && id < (1u << kCacheIdBits)) {
     int way = 0;
     while (way < kCacheWays && set[way].load(std::memory_order_relaxed) != 0) ++way;
     if (way == kCacheWays) way = static_cast<int>(hash >> 24) & (kCacheWays - 1);
-    set[way].store(tag | id, std::memory_order_relaxed);
+    set[way].store((hash << kCacheIdBits) | id, std::memory_order_relaxed);
   }
   return id;
 }

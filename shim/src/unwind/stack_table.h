@@ -66,6 +66,15 @@ uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, u
 // anything else hashes them and goes on as InternStackHashed.
 uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, uint64_t key);
 
+// The id InternStackHashed(…, hash) would give, where it can be had
+// without the frames: the thread's last stack, or a hit in the hash -> id
+// cache (which then becomes the thread's last). 0 otherwise: the caller
+// then interns the frames. For a caller that has the hash before it has
+// the frames in hand (the CFI walker leaves a reused stack in its memo).
+uint32_t FindStackIdByHash(uint64_t hash);
+// The same for a key (InternStackKeyed): the thread's last stack only.
+uint32_t FindStackIdByKey(uint64_t key);
+
 // The entry with id `id`, or nullptr. Ids from 1 to StackCount().
 const StackEntry* FindStackById(uint32_t id);
 uint32_t StackCount();

@@ -70,6 +70,11 @@ thread_local uintptr_t t_stack_high;
 // When not 0, the most frames a probe's CFI walk may give (a capture's
 // depth limit); libunwind's stack is compared up to it.
 thread_local int t_max_frames;
+// Probes walk with CfiUnwindLazily (the shim's capture) instead of
+// CfiUnwind, and take the frames it leaves pending from the memo.
+thread_local bool t_lazy;
+// Lazy walks whose frames were pending.
+std::atomic<int> g_pending;
 
 // Keys of walks cut at their depth limit (CfiStackHash::cut_key), each with
 // the frames of the first walk that gave it: a later walk with the same key
@@ -113,7 +118,15 @@ __attribute__((noinline)) void Probe(const uintptr_t* malloc_frame) {
   uintptr_t by_cfi[kMaxFrames];
   CfiStackHash hash;
   const int max = t_max_frames > 0 ? std::min(t_max_frames, kMaxFrames - skip) : kMaxFrames - skip;
-  const int cfi_count = CfiUnwind(regs, t_stack_low, t_stack_high, by_cfi, max, &hash);
+  const int cfi_count = t_lazy
+                            ? CfiUnwindLazily(regs, t_stack_low, t_stack_high, by_cfi, max, &hash)
+                            : CfiUnwind(regs, t_stack_low, t_stack_high, by_cfi, max, &hash);
+  if (cfi_count > 0 && t_lazy && hash.pending_ips != nullptr) {
+    g_pending.fetch_add(1);
+    if (CfiFirstPendingFrame(hash) != regs.ip) g_mismatches.fetch_add(1);
+    memset(by_cfi, 0, sizeof(by_cfi));  // nothing of the walk's may be left there
+    CfiWritePendingFrames(hash, by_cfi, cfi_count);
+  }
   g_probes.fetch_add(1);
   if (cfi_count >= 0 && hash.known) {
     g_hashed.fetch_add(1);
@@ -268,6 +281,7 @@ class CfiUnwinderTest : public ::testing::Test {
     g_cut_keyed = 0;
     g_cut_key_repeats = 0;
     g_cut_key_mismatches = 0;
+    g_pending = 0;
   }
 
   // Every probe walked by CFI gave libunwind's frames, and at least
@@ -466,7 +480,7 @@ TEST_F(CfiUnwinderTest, LoaderUnloadCountMovesWhenAnObjectGoes) {
 // Random sequences of walks: each reuses what it can of the previous one
 // (same outer frames, a different middle, different rbp values at the
 // join) and must still match libunwind frame for frame.
-TEST_F(CfiUnwinderTest, MemoUnderRandomSequences) {
+void RandomSequences() {
   std::mt19937 random(99);
   const Leaf leaves[] = {Leaf::kMalloc, Leaf::kNew,    Leaf::kVector, Leaf::kString,
                          Leaf::kStrdup, Leaf::kAlloca, Leaf::kVla,    Leaf::kSharedLib};
@@ -478,10 +492,25 @@ TEST_F(CfiUnwinderTest, MemoUnderRandomSequences) {
     if (i % 50 == 0) cfi_fixture::AlternateCallers(6);
   }
   Disarm();
+}
+
+TEST_F(CfiUnwinderTest, MemoUnderRandomSequences) {
+  RandomSequences();
   ExpectAllMatch(400);
   // Most walks reuse the previous one and give their hash (checked above
   // against StackHash of their frames).
   EXPECT_GE(g_hashed.load(), 200);
+}
+
+// The same walks as the shim's capture takes them: those that reuse the
+// memo leave their frames there, and give libunwind's when written out.
+TEST_F(CfiUnwinderTest, LazyWalksUnderRandomSequences) {
+  t_lazy = true;
+  RandomSequences();
+  t_lazy = false;
+  ExpectAllMatch(400);
+  EXPECT_GE(g_hashed.load(), 200);
+  EXPECT_GE(g_pending.load(), 200);
 }
 
 // The same under a depth limit that cuts most stacks, changed every few
@@ -490,7 +519,7 @@ TEST_F(CfiUnwinderTest, MemoUnderRandomSequences) {
 // steps on from there, one that meets the memo again and is cut after it,
 // and a stack that ends before the limit after a cut one. Each gives exactly
 // libunwind's first frames, as many as the limit allows.
-TEST_F(CfiUnwinderTest, MemoUnderRandomSequencesCutAtTheDepthLimit) {
+void RandomSequencesCutAtTheDepthLimit() {
   std::mt19937 random(7);
   const Leaf leaves[] = {Leaf::kMalloc, Leaf::kNew,       Leaf::kVector,
                          Leaf::kString, Leaf::kStrdup,    Leaf::kAlloca,
@@ -510,6 +539,10 @@ TEST_F(CfiUnwinderTest, MemoUnderRandomSequencesCutAtTheDepthLimit) {
   Disarm();
   t_max_frames = 0;
   g_cut_keys = nullptr;
+}
+
+TEST_F(CfiUnwinderTest, MemoUnderRandomSequencesCutAtTheDepthLimit) {
+  RandomSequencesCutAtTheDepthLimit();
   ExpectAllMatch(600);
   // The walks that ended short of the limit as the memo does gave their
   // hash (checked against their frames above); those cut at it, a key that
@@ -517,6 +550,17 @@ TEST_F(CfiUnwinderTest, MemoUnderRandomSequencesCutAtTheDepthLimit) {
   EXPECT_GE(g_hashed.load(), 20);
   EXPECT_GE(g_cut_keyed.load(), 300);
   EXPECT_GE(g_cut_key_repeats.load(), 30);
+}
+
+TEST_F(CfiUnwinderTest, LazyWalksUnderRandomSequencesCutAtTheDepthLimit) {
+  t_lazy = true;
+  RandomSequencesCutAtTheDepthLimit();
+  t_lazy = false;
+  ExpectAllMatch(600);
+  EXPECT_GE(g_hashed.load(), 20);
+  EXPECT_GE(g_cut_keyed.load(), 300);
+  EXPECT_GE(g_cut_key_repeats.load(), 30);
+  EXPECT_GE(g_pending.load(), 300);
 }
 
 // Not a test: ns per walk and per frame, CFI against unw_backtrace, from a
