@@ -10,11 +10,9 @@ namespace retain::shim {
 
 __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
 
-uint32_t CurrentThreadId() {
-  if (__builtin_expect(g_thread.tid == 0, 0)) {
-    g_thread.tid = static_cast<uint32_t>(syscall(SYS_gettid));
-    NoteProgramThread(g_thread.tid);
-  }
+uint32_t FirstThreadIdCall() {
+  g_thread.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  NoteProgramThread(g_thread.tid);
   return g_thread.tid;
 }
 

@@ -98,8 +98,15 @@ inline constexpr uintptr_t kNoNursery = 1;
 
 extern __thread ThreadState g_thread __attribute__((tls_model("initial-exec")));
 
-// The calling thread's kernel id, cached after the first call.
-uint32_t CurrentThreadId();
+// CurrentThreadId's first call on a thread.
+uint32_t FirstThreadIdCall();
+
+// The calling thread's kernel id, cached after the first call. Inline: every
+// recorded allocation asks.
+inline uint32_t CurrentThreadId() {
+  if (__builtin_expect(g_thread.tid != 0, 1)) return g_thread.tid;
+  return FirstThreadIdCall();
+}
 
 // The re-entry guard, RAII: held by every recorded hook call (record/hook_shape.h)
 // and by shim code that is not a hook, so what runs inside passes through.
