@@ -114,9 +114,14 @@ inline uintptr_t CfiFirstPendingFrame(const CfiStackHash& hash) {
   return hash.pending_ips[hash.pending_count - 1];
 }
 
+// frames[i] of a walk whose frames are pending.
+inline uintptr_t CfiPendingFrame(const CfiStackHash& hash, int i) {
+  return hash.pending_ips[hash.pending_count - 1 - i];
+}
+
 // Writes the `count` frames CfiUnwindLazily left pending into `frames`.
 inline void CfiWritePendingFrames(const CfiStackHash& hash, uintptr_t* frames, int count) {
-  for (int i = 0; i < count; ++i) frames[i] = hash.pending_ips[hash.pending_count - 1 - i];
+  for (int i = 0; i < count; ++i) frames[i] = CfiPendingFrame(hash, i);
 }
 
 // Where the calling thread's memo of its previous walk is (claimed now if

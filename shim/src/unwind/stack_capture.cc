@@ -14,6 +14,7 @@
 #include "unwind/libunwind_isolation.h"
 #include "unwind/module_table.h"
 #include "unwind/stack_bounds.h"
+#include "unwind/stack_hash.h"
 #include "unwind/stack_table.h"
 
 namespace retain::shim {
@@ -280,10 +281,19 @@ __attribute__((noinline)) uint32_t CaptureStackId() {
     // frame to drop, unless the caller is the shim's own code.)
     const uintptr_t first = CfiFirstPendingFrame(hash);
     if (first < begin || first >= end) {
-      uint32_t id = 0;
-      if (hash.known && count <= depth) id = FindStackIdByHash(hash.value);
-      if (hash.cut_key && count > depth) id = FindStackIdByKey(hash.value);
-      if (id != 0) return id;
+      if (hash.known && count <= depth) {
+        if (const uint32_t id = FindStackIdByHash(hash.value); id != 0) return id;
+      } else if (hash.cut_key && count > depth) {
+        // As InternStackKeyed: the thread's last stack by its key, else the
+        // cut stack's hash (from the memo) in the cache.
+        if (const uint32_t id = FindStackIdByKey(hash.value); id != 0) return id;
+        const uint64_t cut_hash =
+            TruncatedStackHashOf([&hash](int i) { return CfiPendingFrame(hash, i); }, depth);
+        if (const uint32_t id = FindStackIdByHash(cut_hash); id != 0) {
+          NoteStackKey(hash.value);
+          return id;
+        }
+      }
     }
     CfiWritePendingFrames(hash, frames, count);
   }

@@ -49,19 +49,26 @@ inline uint64_t StackHashFinish(uint64_t state, int depth, bool truncated) {
 // differ in one place still always give different hashes: each lane's step
 // is a bijection of its frame, and the lanes are combined by steps that are
 // bijections of either argument.
-inline uint64_t TruncatedStackHash(const uintptr_t* frames, int depth) {
+// `frame(i)` gives frames[i]: the frames may be in an array of another order
+// (the CFI walker's memo keeps them outermost first).
+template <typename FrameAt>
+inline uint64_t TruncatedStackHashOf(FrameAt frame, int depth) {
   uint64_t lane[4] = {kStackHashSeed, kStackHashSeed ^ 1, kStackHashSeed ^ 2, kStackHashSeed ^ 3};
   int i = depth - 1;
   for (; i >= 3; i -= 4) {
-    lane[0] = StackHashStep(lane[0], frames[i]);
-    lane[1] = StackHashStep(lane[1], frames[i - 1]);
-    lane[2] = StackHashStep(lane[2], frames[i - 2]);
-    lane[3] = StackHashStep(lane[3], frames[i - 3]);
+    lane[0] = StackHashStep(lane[0], frame(i));
+    lane[1] = StackHashStep(lane[1], frame(i - 1));
+    lane[2] = StackHashStep(lane[2], frame(i - 2));
+    lane[3] = StackHashStep(lane[3], frame(i - 3));
   }
-  for (; i >= 0; --i) lane[0] = StackHashStep(lane[0], frames[i]);
+  for (; i >= 0; --i) lane[0] = StackHashStep(lane[0], frame(i));
   const uint64_t state =
       StackHashStep(StackHashStep(StackHashStep(lane[0], lane[1]), lane[2]), lane[3]);
   return StackHashFinish(state, depth, true);
+}
+
+inline uint64_t TruncatedStackHash(const uintptr_t* frames, int depth) {
+  return TruncatedStackHashOf([frames](int i) { return frames[i]; }, depth);
 }
 
 // The hash of frames[0..depth) (innermost first): the fold's, except for a

@@ -157,6 +157,8 @@ uint32_t FindStackIdByKey(uint64_t key) {
   return key == g_thread.last_stack_hash ? g_thread.last_stack_id : 0;
 }
 
+void NoteStackKey(uint64_t key) { g_thread.last_stack_hash = key; }
+
 uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, uint64_t key) {
   // The thread's last stack by its key; anything else by its hash. (The
   // hash -> id cache takes hashes only: a stack may have many keys, which

@@ -74,6 +74,9 @@ uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, ui
 uint32_t FindStackIdByHash(uint64_t hash);
 // The same for a key (InternStackKeyed): the thread's last stack only.
 uint32_t FindStackIdByKey(uint64_t key);
+// After FindStackIdByHash found a stack that has `key`: the thread's last
+// stack is kept under the key, as InternStackKeyed keeps it.
+void NoteStackKey(uint64_t key);
 
 // The entry with id `id`, or nullptr. Ids from 1 to StackCount().
 const StackEntry* FindStackById(uint32_t id);

@@ -107,6 +107,12 @@ TEST(StackTableTest, TruncatedStacksAreHashedInLanesAndKeptExactly) {
     for (int i = 0; i < depth; ++i) frames[i] = 0x7f0000001000u + uintptr_t(i) * 0x40;
     const uint64_t hash = StackHash(frames.data(), depth, true);
     EXPECT_EQ(hash, TruncatedStackHash(frames.data(), depth));
+    // The same frames kept outermost first (as the CFI walker's memo keeps
+    // them), with frames past the cut beyond them: the same hash.
+    std::vector<uintptr_t> outer_first(frames.rbegin(), frames.rend());
+    outer_first.insert(outer_first.begin(), {0x7f00000ff000u, 0x7f00000fe000u});
+    const int top = static_cast<int>(outer_first.size());
+    EXPECT_EQ(TruncatedStackHashOf([&](int i) { return outer_first[top - 1 - i]; }, depth), hash);
     EXPECT_NE(hash, StackHash(frames.data(), depth, false));
     for (int i = 0; i < depth; ++i) {
       std::vector<uintptr_t> changed = frames;
@@ -164,6 +170,34 @@ TEST(StackTableTest, KeysOfOneStackGiveItsOneId) {
   ASSERT_NE(entry, nullptr);
   EXPECT_EQ(entry->truncated, 1);
   for (int i = 0; i < 48; ++i) EXPECT_EQ(entry->frames[i], other[i]);
+}
+
+// What a capture asks before it has the frames in hand (the CFI walker
+// left them in its memo): a stack the thread interned last, or one in the
+// hash -> id cache, is found by its hash alone; an unseen hash is not (the
+// capture then interns the frames); a key finds the thread's last stack
+// only, and NoteStackKey files that stack under a key.
+TEST(StackTableTest, StacksSeenBeforeAreFoundByHashOrKeyAlone) {
+  uintptr_t frames[20];
+  for (int i = 0; i < 20; ++i) frames[i] = 0x7f2000003000u + uintptr_t(i) * 0x28;
+  const uint64_t hash = StackHash(frames, 20, false);
+  EXPECT_EQ(FindStackIdByHash(hash), 0u);  // never interned
+  const uint32_t id = InternStackHashed(frames, 20, false, hash);
+  ASSERT_NE(id, 0u);
+  EXPECT_EQ(FindStackIdByHash(hash), id);  // the thread's last stack
+  uintptr_t other[20];
+  for (int i = 0; i < 20; ++i) other[i] = frames[i] + 0x1000;
+  const uint64_t other_hash = StackHash(other, 20, false);
+  const uint32_t other_id = InternStackHashed(other, 20, false, other_hash);
+  ASSERT_NE(other_id, 0u);
+  EXPECT_NE(other_id, id);
+  EXPECT_EQ(FindStackIdByHash(hash), id);  // from the cache, and now the last again
+  EXPECT_EQ(FindStackIdByKey(0x2222333344445555u), 0u);
+  NoteStackKey(0x2222333344445555u);
+  EXPECT_EQ(FindStackIdByKey(0x2222333344445555u), id);
+  EXPECT_EQ(FindStackIdByHash(other_hash), other_id);
+  EXPECT_EQ(FindStackIdByKey(0x2222333344445555u), 0u);  // the last stack is another
+  EXPECT_EQ(FindStackIdByHash(hash ^ 1), 0u);
 }
 
 }  // namespace
