@@ -70,7 +70,9 @@ INSTANTIATE_TEST_SUITE_P(Variables, AcctBadConfig,
                          ::testing::Values(BadValue{"RETAIN_DEPTH", "abc"},
                                            BadValue{"RETAIN_UNWIND", "magic"},
                                            BadValue{"RETAIN_SIGNAL", "NOPE"},
-                                           BadValue{"RETAIN_MAX_MEMORY", "lots"}),
+                                           BadValue{"RETAIN_MAX_MEMORY", "lots"},
+                                           BadValue{"RETAIN_MIN_FREE", "plenty"},
+                                           BadValue{"RETAIN_CHILD_EXIT_MIN", "soon"}),
                          [](const ::testing::TestParamInfo<BadValue>& info) {
                            return std::string(info.param.variable);
                          });

@@ -3,6 +3,7 @@
 // the temporary and never a partial .pb; a completed write leaves no
 // temporary behind.
 #include <signal.h>
+#include <sys/statvfs.h>
 
 #include <chrono>
 #include <string>
@@ -81,6 +82,37 @@ TEST(ProcAtomicWrite, CompletedWriteLeavesNoTemporary) {
   EXPECT_GE(AllocationsOfSize(snapshots[0], 24).size(), 100000u);
   EXPECT_EQ(snapshots[1].header().trigger(), v1::TRIGGER_EXIT);
   EXPECT_LT(AllocationsOfSize(snapshots[1], 24).size(), 100000u);
+}
+
+// RETAIN_MIN_FREE (snapshot/disk_reserve.h): a snapshot that would leave
+// less free on RETAIN_DIR's filesystem is not written. The program is not
+// told (retain_snapshot returns its error, as for any failed write) and
+// runs on unharmed; RETAIN_LOG says why. The control: a reserve the disk
+// has room for.
+TEST(ProcDiskReserve, NoSnapshotTakesTheFilesystemsLastSpace) {
+  TempDir retain_dir;
+  struct statvfs fs;
+  ASSERT_EQ(statvfs(retain_dir.path().c_str(), &fs), 0);
+  const unsigned long long available = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+  RunOptions options;
+  options.argv = {FixturePath("proc_bigtable"), "1000"};
+  options.preload = true;
+  options.env["RETAIN_DIR"] = retain_dir.path();
+  options.env["RETAIN_LOG"] = "1";
+  options.env["RETAIN_MIN_FREE"] = std::to_string(available + (1ull << 30));
+  const RunResult refused = test::Run(options);
+  ASSERT_EQ(refused.exit_code, 0) << refused.stderr_data;
+  EXPECT_EQ(refused.stdout_data.find("written rc=0"), std::string::npos) << refused.stdout_data;
+  EXPECT_TRUE(DirEntries(retain_dir.path()).empty());
+  EXPECT_NE(refused.stderr_data.find("snapshot not written"), std::string::npos)
+      << refused.stderr_data;
+  EXPECT_NE(refused.stderr_data.find("RETAIN_MIN_FREE"), std::string::npos) << refused.stderr_data;
+
+  options.env["RETAIN_MIN_FREE"] = "1MiB";
+  const RunResult written = test::Run(options);
+  ASSERT_EQ(written.exit_code, 0) << written.stderr_data;
+  EXPECT_NE(written.stdout_data.find("written rc=0"), std::string::npos) << written.stdout_data;
+  EXPECT_EQ(LoadAll(retain_dir.path()).size(), 2u);
 }
 
 }  // namespace

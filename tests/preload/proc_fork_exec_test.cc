@@ -39,6 +39,7 @@ TEST(ProcFork, ChildInheritsTableAndNumbersItsOwnSnapshots) {
   options.argv = {FixturePath("proc_fork")};
   options.preload = true;
   options.env["RETAIN_DIR"] = retain_dir.path();
+  options.env["RETAIN_CHILD_EXIT_MIN"] = "0";  // the child's exit snapshot is one of the five
   const RunResult run = test::Run(options);
   ASSERT_EQ(run.exit_code, 0) << run.stderr_data;
   EXPECT_TRUE(RetainLines(run.stderr_data).empty()) << run.stderr_data;
@@ -99,6 +100,45 @@ TEST(ProcFork, ChildInheritsTableAndNumbersItsOwnSnapshots) {
   }
 }
 
+// What the snapshots of proc_forkstorm's run in `dir` hold: the children's
+// API and exit snapshots, and the parent's exit snapshot.
+struct ForkStormSnapshots {
+  int child_api = 0;
+  int child_exit = 0;
+  int parent_exit = 0;
+};
+
+ForkStormSnapshots CountForkStormSnapshots(const std::string& dir) {
+  ForkStormSnapshots counts;
+  uint32_t parent_pid = 0;
+  std::vector<v1::Snapshot> snapshots = LoadAll(dir);
+  for (const v1::Snapshot& snapshot : snapshots) {
+    if (snapshot.header().forked_from_pid() == 0) {
+      ++counts.parent_exit;
+      parent_pid = snapshot.header().pid();
+      EXPECT_EQ(snapshot.header().trigger(), v1::TRIGGER_EXIT);
+    }
+  }
+  for (const v1::Snapshot& snapshot : snapshots) {
+    const v1::Header& header = snapshot.header();
+    if (header.forked_from_pid() == 0) continue;
+    EXPECT_EQ(header.forked_from_pid(), parent_pid);
+    if (header.trigger() == v1::TRIGGER_API) {
+      ++counts.child_api;
+      EXPECT_EQ(header.sequence(), 1u);
+      EXPECT_EQ(header.label(), "forkstorm-child");
+    } else {
+      ++counts.child_exit;
+      EXPECT_EQ(header.trigger(), v1::TRIGGER_EXIT);
+      EXPECT_EQ(header.sequence(), 2u);
+    }
+  }
+  for (const std::string& name : DirEntries(dir)) {
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+  }
+  return counts;
+}
+
 TEST(ProcFork, ThreadedParentForksFiftyTimesWithoutDeadlock) {
   TempDir retain_dir;
   RunOptions options;
@@ -106,6 +146,7 @@ TEST(ProcFork, ThreadedParentForksFiftyTimesWithoutDeadlock) {
   const RunResult plain = test::Run(options);
   options.preload = true;
   options.env["RETAIN_DIR"] = retain_dir.path();
+  options.env["RETAIN_CHILD_EXIT_MIN"] = "0";  // every child's exit snapshot too
   options.timeout_seconds = 150;
   const RunResult traced = test::Run(options);
   EXPECT_EQ(plain.stdout_data, "forks=50 ok=50 hung=0 failed=0\n") << plain.stderr_data;
@@ -116,35 +157,44 @@ TEST(ProcFork, ThreadedParentForksFiftyTimesWithoutDeadlock) {
 
   // 50 child snapshots, 25 child exit snapshots (odd children call exit(),
   // even ones _exit()), and the parent's exit snapshot.
-  int child_api = 0, child_exit = 0, parent_exit = 0;
-  uint32_t parent_pid = 0;
-  std::vector<v1::Snapshot> snapshots = LoadAll(retain_dir.path());
-  for (const v1::Snapshot& snapshot : snapshots) {
-    if (snapshot.header().forked_from_pid() == 0) {
-      ++parent_exit;
-      parent_pid = snapshot.header().pid();
-      EXPECT_EQ(snapshot.header().trigger(), v1::TRIGGER_EXIT);
-    }
+  const ForkStormSnapshots counts = CountForkStormSnapshots(retain_dir.path());
+  EXPECT_EQ(counts.parent_exit, 1);
+  EXPECT_EQ(counts.child_api, 50);
+  EXPECT_EQ(counts.child_exit, 25);
+}
+
+// A fork child that ends soon after the fork (a shell's $(...), a worker per
+// connection) writes no exit snapshot: it would be the parent's heap again,
+// a full snapshot per fork (a bash loop of subshells ran 18x slower and a
+// PostgreSQL under connection churn filled its disk with one file per
+// connection). What the child asks for is still written, and a child that
+// lives RETAIN_CHILD_EXIT_MIN writes its exit snapshot as before.
+TEST(ProcFork, OnlyChildrenThatLiveLongEnoughWriteAnExitSnapshot) {
+  RunOptions options;
+  options.preload = true;
+  {
+    TempDir retain_dir;
+    options.argv = {FixturePath("proc_forkstorm"), "10"};
+    options.env["RETAIN_DIR"] = retain_dir.path();  // RETAIN_CHILD_EXIT_MIN: 5 s
+    const RunResult run = test::Run(options);
+    ASSERT_EQ(run.exit_code, 0) << run.stderr_data;
+    EXPECT_EQ(run.stdout_data, "forks=10 ok=10 hung=0 failed=0\n");
+    const ForkStormSnapshots counts = CountForkStormSnapshots(retain_dir.path());
+    EXPECT_EQ(counts.parent_exit, 1);
+    EXPECT_EQ(counts.child_api, 10);
+    EXPECT_EQ(counts.child_exit, 0);
   }
-  for (const v1::Snapshot& snapshot : snapshots) {
-    const v1::Header& header = snapshot.header();
-    if (header.forked_from_pid() == 0) continue;
-    EXPECT_EQ(header.forked_from_pid(), parent_pid);
-    if (header.trigger() == v1::TRIGGER_API) {
-      ++child_api;
-      EXPECT_EQ(header.sequence(), 1u);
-      EXPECT_EQ(header.label(), "forkstorm-child");
-    } else {
-      ++child_exit;
-      EXPECT_EQ(header.trigger(), v1::TRIGGER_EXIT);
-      EXPECT_EQ(header.sequence(), 2u);
-    }
-  }
-  EXPECT_EQ(parent_exit, 1);
-  EXPECT_EQ(child_api, 50);
-  EXPECT_EQ(child_exit, 25);
-  for (const std::string& name : DirEntries(retain_dir.path())) {
-    EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+  {
+    TempDir retain_dir;
+    options.argv = {FixturePath("proc_forkstorm"), "6", "400"};  // each child lives 400 ms
+    options.env["RETAIN_DIR"] = retain_dir.path();
+    options.env["RETAIN_CHILD_EXIT_MIN"] = "200ms";
+    const RunResult run = test::Run(options);
+    ASSERT_EQ(run.exit_code, 0) << run.stderr_data;
+    const ForkStormSnapshots counts = CountForkStormSnapshots(retain_dir.path());
+    EXPECT_EQ(counts.parent_exit, 1);
+    EXPECT_EQ(counts.child_api, 6);
+    EXPECT_EQ(counts.child_exit, 3);  // the three that leave by exit()
   }
 }
 

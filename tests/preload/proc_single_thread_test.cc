@@ -62,6 +62,7 @@ TEST(ProcSingleThread, TheChildOfAThreadedProgramStaysOnOneThread) {
   TempDir retain_dir;
   options.preload = true;
   options.env["RETAIN_DIR"] = retain_dir.path();
+  options.env["RETAIN_CHILD_EXIT_MIN"] = "0";
   const RunResult traced = test::Run(options);
   EXPECT_EQ(traced.exit_code, 0) << traced.stderr_data;
   // The parent had the shim's thread when it forked; the child has one.

@@ -436,6 +436,29 @@ void LoadConfig(Config* config) {
     }
   }
 
+  config->min_free = kAutoMinFree;
+  if (const char* text = getenv("RETAIN_MIN_FREE");
+      text != nullptr && *text != '\0' && strcmp(text, "auto") != 0) {
+    uint64_t bytes = 0;
+    if (!ParseByteSize(text, &bytes)) {
+      LogConfigError("RETAIN_MIN_FREE='%.64s' is not a size (e.g. 2GiB, or 0); using auto", text);
+    } else {
+      config->min_free = bytes;
+    }
+  }
+  config->child_exit_min_ms = kDefaultChildExitMinMs;
+  if (const char* text = getenv("RETAIN_CHILD_EXIT_MIN"); text != nullptr && *text != '\0') {
+    uint64_t ms = 0;
+    if (strcmp(text, "0") == 0) {
+      config->child_exit_min_ms = 0;
+    } else if (!ParseDuration(text, &ms)) {
+      LogConfigError("RETAIN_CHILD_EXIT_MIN='%.64s' is not a duration (e.g. 5s, 0); using 5s",
+                     text);
+    } else {
+      config->child_exit_min_ms = ms;
+    }
+  }
+
   config->sample_interval = 0;
   if (const char* text = getenv("RETAIN_SAMPLE");
       text != nullptr && *text != '\0' && strcmp(text, "off") != 0) {

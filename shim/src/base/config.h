@@ -58,6 +58,14 @@ struct Config {
   // 0 = no limit.
   uint64_t keep_count;
   uint64_t keep_bytes;
+  // RETAIN_MIN_FREE: bytes a snapshot must leave free on RETAIN_DIR's
+  // filesystem (snapshot/disk_reserve.h); kAutoMinFree: 5 % of it, within
+  // [64 MiB, 1 GiB]; 0 = no reserve.
+  uint64_t min_free;
+  // RETAIN_CHILD_EXIT_MIN: a fork child (one that did not exec) writes its
+  // exit snapshot only when it lived at least this many milliseconds since
+  // the fork; 0 = always.
+  uint64_t child_exit_min_ms;
   // RETAIN_SAMPLE: mean bytes between sampled heap allocations (record/sampler.h);
   // 0 (default, or "off") records every allocation. RETAIN_SAMPLE_SEED: a
   // fixed seed for reproducible sampling; 0 = from the clock.
@@ -94,6 +102,13 @@ inline constexpr int kDefaultControlRate = 5;
 inline constexpr uint64_t kMinSnapshotIntervalMs = 100;
 // RETAIN_KEEP above this is lowered to it (the retention ring's size).
 inline constexpr uint64_t kMaxKeep = 4096;
+// RETAIN_MIN_FREE's default (snapshot/disk_reserve.h: 5 % of the
+// filesystem, at least 64 MiB and at most 1 GiB).
+inline constexpr uint64_t kAutoMinFree = ~uint64_t{0};
+// RETAIN_CHILD_EXIT_MIN's default: a fork child's exit snapshot only after
+// 5 s of its own (a shell's subshells, a connection-per-request server's
+// workers live milliseconds, and each would write the parent's whole heap).
+inline constexpr uint64_t kDefaultChildExitMinMs = 5000;
 inline constexpr int kMaxControlRate = 100;
 
 // Fills `config` from the environment, warning about bad values.

@@ -13,6 +13,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "base/process_info.h"
 #include "base/thread_state.h"
 #include "base/threads.h"
 #include "record/tag_compaction.h"
@@ -43,6 +44,9 @@ std::atomic<uint32_t> g_pending_signal_snapshots;
 // ClosedTagCount() when the newest pending signal arrived.
 std::atomic<uint64_t> g_signal_requests_at_trigger;
 std::atomic<bool> g_exit_written;
+// In a fork child: PreciseMicrosSinceStart() / 1000 + 1 at the fork; 0 in a
+// process that did not fork from one under the shim (or exec'd since).
+std::atomic<uint64_t> g_forked_at_ms;
 // Stop snapshots (snapshot/signal_chain.h): asked for by a handler
 // (g_stop_asked counts the requests), written by the service thread, which
 // then sets g_stop_written to the count it covered and wakes the waiters
@@ -313,6 +317,17 @@ void WakeServiceThread() {
 void WriteExitSnapshot() {
   if (g_exit_written.exchange(true)) return;
   WritePendingSignalSnapshots();
+  // A fork child that ends soon after the fork (a shell's subshell, a
+  // worker per connection) would write the heap it inherited, at the cost
+  // of a full snapshot per fork: not unless it lived RETAIN_CHILD_EXIT_MIN.
+  if (const uint64_t forked_at = g_forked_at_ms.load(std::memory_order_relaxed); forked_at != 0) {
+    const uint64_t lived = PreciseMicrosSinceStart() / 1000 - forked_at;
+    if (lived < GetConfig().child_exit_min_ms) {
+      LogDiagnostic("no exit snapshot: a fork child that lived %lu ms (RETAIN_CHILD_EXIT_MIN)",
+                    static_cast<unsigned long>(lived));
+      return;
+    }
+  }
   // An every-N snapshot still queued is not written now: the program's
   // objects are already being destroyed, and it would show the state at
   // exit under a request count. The exit snapshot counts those requests.
@@ -321,6 +336,8 @@ void WriteExitSnapshot() {
 }
 
 void SnapshotTriggersResetInChild() {
+  // + 1: a fork in the shim's first millisecond still marks a child.
+  g_forked_at_ms.store(PreciseMicrosSinceStart() / 1000 + 1, std::memory_order_relaxed);
   sem_init(&g_wakeup, 0, 0);
   g_service_running.store(false);
   g_service_started.store(false);

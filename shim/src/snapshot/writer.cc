@@ -27,6 +27,7 @@
 #include "base/thread_state.h"
 #include "record/tag_table.h"
 #include "snapshot/capture.h"
+#include "snapshot/disk_reserve.h"
 #include "snapshot/encoding.h"
 #include "snapshot/file_output.h"
 #include "snapshot/residency.h"
@@ -39,6 +40,11 @@ namespace {
 pthread_mutex_t g_write_mutex = PTHREAD_MUTEX_INITIALIZER;
 uint32_t g_sequence;           // guarded by g_write_mutex
 uint64_t g_previous_write_us;  // guarded by g_write_mutex
+// The size of the last snapshot written, for the room the next one needs;
+// guarded by g_write_mutex.
+uint64_t g_previous_bytes;
+// What a snapshot is assumed to need before one was written.
+constexpr uint64_t kFirstSnapshotBytes = uint64_t{256} << 10;
 // requests_at_trigger of the last every-N snapshot written; guarded by g_write_mutex.
 uint64_t g_newest_every_n;
 // The exit snapshot was taken (written or tried); guarded by g_write_mutex.
@@ -72,6 +78,15 @@ bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigge
   const Config& config = GetConfig();
   if (int error = EnsureDirectory(config.dir); error != 0) {
     RecordFailure("cannot write snapshots to RETAIN_DIR '%s': %s", config.dir, strerror(error));
+    return false;
+  }
+  // Never the filesystem's last free space (snapshot/disk_reserve.h).
+  char why[192];
+  if (!RoomForSnapshot(
+          config.dir,
+          g_previous_bytes > kFirstSnapshotBytes ? g_previous_bytes : kFirstSnapshotBytes,
+          config.min_free, why, sizeof(why))) {
+    RecordFailure("snapshot not written: %s", why);
     return false;
   }
   // A program that exec()s itself keeps its pid and starts a new shim whose
@@ -147,7 +162,8 @@ bool WriteLocked(Trigger trigger, const char* label, uint64_t requests_at_trigge
   // RETAIN_KEEP / RETAIN_KEEP_BYTES: the oldest of this process's
   // snapshots past the bound go now.
   struct stat written;
-  KeepSnapshot(sequence, stat(path, &written) == 0 ? static_cast<uint64_t>(written.st_size) : 0);
+  g_previous_bytes = stat(path, &written) == 0 ? static_cast<uint64_t>(written.st_size) : 0;
+  KeepSnapshot(sequence, g_previous_bytes);
   LogDiagnostic("wrote %s in %lu us (residency: %lu system calls)", path,
                 static_cast<unsigned long>(g_previous_write_us),
                 static_cast<unsigned long>(residency_calls));
