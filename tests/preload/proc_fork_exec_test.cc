@@ -163,6 +163,35 @@ TEST(ProcFork, ThreadedParentForksFiftyTimesWithoutDeadlock) {
   EXPECT_EQ(counts.child_exit, 25);
 }
 
+// The same storm with the workers allocating from code no unwind table
+// covers (as a JIT's: the fixture writes it): their stacks go to libunwind,
+// which is inside its own locks at many of the forks. No thread is inside
+// libunwind when the process forks (UnwinderLockForFork), so no child
+// inherits one of its mutexes held and hangs at its first capture (a JVM
+// forking its subprocesses hung so in the child's malloc before exec).
+TEST(ProcFork, ForksWhileOtherThreadsWalkJitStacksWithLibunwind) {
+  TempDir retain_dir;
+  RunOptions options;
+  options.argv = {FixturePath("proc_forkstorm"), "100", "0", "jit"};
+  const RunResult plain = test::Run(options);
+  ASSERT_EQ(plain.stdout_data, "forks=100 ok=100 hung=0 failed=0\n") << plain.stderr_data;
+  options.preload = true;
+  options.env["RETAIN_DIR"] = retain_dir.path();
+  options.timeout_seconds = 150;
+  const RunResult traced = test::Run(options);
+  ASSERT_FALSE(traced.timed_out) << "the forking parent hung under the shim";
+  EXPECT_EQ(traced.exit_code, 0) << traced.stderr_data;
+  EXPECT_EQ(traced.stdout_data, plain.stdout_data) << traced.stderr_data;
+  const ForkStormSnapshots counts = CountForkStormSnapshots(retain_dir.path());
+  EXPECT_EQ(counts.parent_exit, 1);
+  EXPECT_EQ(counts.child_api, 100);
+  // The workers' stacks did go through libunwind.
+  for (const v1::Snapshot& snapshot : LoadAll(retain_dir.path())) {
+    if (snapshot.header().forked_from_pid() != 0) continue;
+    EXPECT_GT(snapshot.health().cfi_fallbacks(), 1000u);
+  }
+}
+
 // A fork child that ends soon after the fork (a shell's $(...), a worker per
 // connection) writes no exit snapshot: it would be the parent's heap again,
 // a full snapshot per fork (a bash loop of subshells ran 18x slower and a

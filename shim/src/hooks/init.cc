@@ -51,6 +51,9 @@ bool g_config_loaded;  // guarded by g_init_lock
 // thread, is the only one that exists there) and keeps recording.
 void ForkPrepare() {
   ++g_thread.busy;
+  // First, before any of the shim's locks: a thread inside libunwind may
+  // need one to finish (stack_capture.h).
+  UnwinderLockForFork();
   SnapshotWriterLockForFork();
   ModuleTableLockForFork();
   ProgramMappings().Lock();
@@ -70,6 +73,7 @@ void ForkParent() {
   ProgramMappings().Unlock();
   ModuleTableUnlockForFork();
   SnapshotWriterUnlockForFork();
+  UnwinderUnlockForFork();
   --g_thread.busy;
 }
 
@@ -78,6 +82,7 @@ void ForkChild() {
   // The control endpoint is the parent's: the child closes its copies of
   // the listener and connections, and has none of its own.
   ShimFdsResetInChild();
+  UnwinderResetInChild();
   ArenaResetInChild();
   TagTableResetInChild();
   HeapTable().ResetLocksInChild();

@@ -2,6 +2,7 @@
 #include "unwind/stack_capture.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 
 #include <atomic>
 
@@ -34,6 +35,22 @@ using SetCachingPolicyFn = int (*)(void*, int);
 constexpr int kUnwCachePerThread = 2;  // UNW_CACHE_PER_THREAD
 
 BacktraceFn g_unw_backtrace;
+
+// Threads inside libunwind now, and forks being prepared (UnwinderLockForFork).
+std::atomic<int> g_in_libunwind;
+std::atomic<int> g_forks_pending;
+
+// unw_backtrace, or -1 while a fork is being prepared (stack_capture.h).
+int LibunwindBacktrace(uintptr_t* frames, int max) {
+  g_in_libunwind.fetch_add(1, std::memory_order_seq_cst);
+  if (g_forks_pending.load(std::memory_order_seq_cst) != 0) {
+    g_in_libunwind.fetch_sub(1, std::memory_order_release);
+    return -1;
+  }
+  const int count = g_unw_backtrace(reinterpret_cast<void**>(frames), max);
+  g_in_libunwind.fetch_sub(1, std::memory_order_release);
+  return count;
+}
 
 // libgcc's unwinder, for the allocations made before the constructor loads
 // libunwind (other libraries' constructors, libstdc++'s emergency exception
@@ -169,14 +186,17 @@ int CaptureByCfi(uintptr_t* frames, int max, CfiStackHash* hash = nullptr) {
   return CfiUnwind(CallerOfFrame(frame), low, high, frames, max);
 }
 
+int CaptureHookCaller(uintptr_t* frames, int max);
+
 // RETAIN_UNWIND=libunwind in a Go program: libunwind's stack ended in Go
 // code (Go has no .eh_frame; libunwind stops at asmcgocall). The CFI walker
 // knows how to go on there (unwind/go_stack.h): its stack is taken when it
 // can walk this one. Costs a second walk, only on such stacks.
 __attribute__((noinline, cold)) int CaptureByLibunwindInGo(uintptr_t* frames, int max,
                                                            int cfi_max) {
-  const int count = g_unw_backtrace(reinterpret_cast<void**>(frames), max);
-  if (count <= 0 || FindGoModule(frames[count - 1]) == nullptr) return count;
+  const int count = LibunwindBacktrace(frames, max);
+  if (count < 0) return CaptureHookCaller(frames, max);
+  if (count == 0 || FindGoModule(frames[count - 1]) == nullptr) return count;
   uintptr_t walked[kMaxDepth + kCaptureSlack];
   const int walked_count = CaptureByCfi(walked, cfi_max);
   if (walked_count <= 0) return count;
@@ -232,7 +252,8 @@ int CaptureRaw(uintptr_t* frames, int max, CfiStackHash* hash) {
   if (__builtin_expect(GoModulesRegistered(), 0) && mode == UnwindMode::kLibunwind) {
     return CaptureByLibunwindInGo(frames, max, cfi_max);
   }
-  return g_unw_backtrace(reinterpret_cast<void**>(frames), max);
+  const int count = LibunwindBacktrace(frames, max);
+  return count >= 0 ? count : CaptureHookCaller(frames, max);
 }
 
 }  // namespace
@@ -316,6 +337,18 @@ __attribute__((noinline)) uint32_t CaptureStackId() {
   if (hash.cut_key && skip == 0 && truncated)
     return InternStackKeyed(frames, kept, true, hash.value);
   return InternStack(frames + skip, kept, truncated);
+}
+
+void UnwinderLockForFork() {
+  g_forks_pending.fetch_add(1, std::memory_order_seq_cst);
+  while (g_in_libunwind.load(std::memory_order_seq_cst) != 0) sched_yield();
+}
+
+void UnwinderUnlockForFork() { g_forks_pending.fetch_sub(1, std::memory_order_seq_cst); }
+
+void UnwinderResetInChild() {
+  g_in_libunwind.store(0, std::memory_order_relaxed);
+  g_forks_pending.store(0, std::memory_order_relaxed);
 }
 
 bool StackRoomAtLeast(size_t bytes) {

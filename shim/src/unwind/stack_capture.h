@@ -41,6 +41,17 @@ void LoadEarlyUnwinder();
 // Captures and interns the caller's stack. Returns the stack id, 0 if none.
 uint32_t CaptureStackId();
 
+// fork(): libunwind keeps mutexes of its own, and one that another thread
+// holds when the process forks stays held in the child forever: the child's
+// first capture through libunwind then waits for it (a JVM that forks its
+// subprocesses hung so, in the child's malloc before exec). The prepare
+// handler waits until no thread is inside libunwind; until the fork is done,
+// a capture that would need libunwind keeps the allocating function alone
+// instead of waiting (it may hold a lock the forking thread needs).
+void UnwinderLockForFork();
+void UnwinderUnlockForFork();
+void UnwinderResetInChild();
+
 // Whether the calling thread runs on its own stack with at least `bytes`
 // left below the stack pointer (its bounds as the walks read them). False
 // on a stack of another kind (a coroutine's, an alternate signal stack) or
