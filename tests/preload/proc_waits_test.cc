@@ -92,6 +92,30 @@ INSTANTIATE_TEST_SUITE_P(EveryWait, ProcWaits,
                            return info.param;
                          });
 
+// glibc's sleep() rounds what is left to the nearest second: interrupted in
+// its last half second it returns 0 as if it had slept it all. The shim's
+// sleep still resumes it (it returned 0 early, 3 runs of 3, before).
+TEST(ProcWaitsSleep, ASignalInTheLastHalfSecondStillSleepsItAll) {
+  constexpr int kSleepMs = 3000;
+  TempDir retain_dir;
+  RunOptions options;
+  options.argv = {FixturePath("proc_waits"), "sleep", std::to_string(kSleepMs)};
+  options.timeout_seconds = 30;
+  options.preload = true;
+  options.env["RETAIN_DIR"] = retain_dir.path();
+  Child child(options);
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(child.WaitForStdout("waiting\n", 10000)) << child.Stderr();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2600));  // 400 ms or less left
+  ASSERT_TRUE(child.Signal(SIGUSR2));
+  const RunResult traced = child.Wait(30);
+  ASSERT_EQ(traced.exit_code, 0) << traced.stderr_data;
+  const WaitReport got = ParseReport(traced.stdout_data);
+  EXPECT_EQ(got.result_and_errno, "result=0 errno=4242") << traced.stdout_data;
+  EXPECT_GE(got.elapsed_ms, kSleepMs - 5) << traced.stdout_data;
+  EXPECT_FALSE(LoadAll(retain_dir.path()).empty());
+}
+
 // With a handler of its own the host must see EINTR for its own signals, and
 // one EINTR cannot be told from another: it gets this one too.
 TEST(ProcWaitsWithHostHandler, GetsTheInterruption) {

@@ -318,7 +318,10 @@ RETAIN_EXPORT unsigned int sleep(unsigned int seconds) {
   const uint32_t before = g_thread.snapshot_signals;
   const Deadline deadline = Deadline::FromMicros(uint64_t{seconds} * 1000000);
   unsigned int result = g_real.sleep(seconds);
-  if (result == 0 || !InterruptedOnlyBySnapshotSignal(before)) return result;
+  // Not `result == 0` for "slept it all": glibc rounds what is left to the
+  // nearest second, so a sleep interrupted with under half a second to go
+  // also returns 0 (and ended early by up to that half second).
+  if (!InterruptedOnlyBySnapshotSignal(before)) return result;
   errno = entry_errno;
   timespec left;
   deadline.Remaining(&left);
@@ -326,5 +329,6 @@ RETAIN_EXPORT unsigned int sleep(unsigned int seconds) {
     errno = entry_errno;
     return 0;
   }
-  return static_cast<unsigned int>(left.tv_sec);
+  // Rounded as glibc's sleep rounds.
+  return static_cast<unsigned int>(left.tv_sec) + (left.tv_nsec >= 500000000L ? 1 : 0);
 }
