@@ -190,5 +190,35 @@ TEST(ProcAllocators, PreloadedBeforeTheShimTheHostRunsAndTheMissingHeapIsSaid) {
   }
 }
 
+// An executable that defines malloc itself (rustc links jemalloc in): it is
+// searched before any preloaded library, so no LD_PRELOAD order records its
+// heap. The shim does not say so on the host's stderr (a build would get the
+// line from every such process: 16 from one cargo build); the snapshot
+// names the malloc for retain-diff, and RETAIN_LOG says it.
+TEST(ProcAllocators, AProgramsOwnMallocIsSaidInTheSnapshotNotOnItsStderr) {
+  RunOptions options;
+  options.argv = {FixturePath("proc_own_malloc")};
+  const RunResult plain = test::Run(options);
+  ASSERT_EQ(plain.exit_code, 0) << plain.stderr_data;
+  ASSERT_EQ(plain.stdout_data, "allocated 4321 own_calls>0=1\n");
+  TempDir retain_dir;
+  options.preload = true;
+  options.env["RETAIN_DIR"] = retain_dir.path();
+  const RunResult traced = test::Run(options);
+  ASSERT_EQ(traced.exit_code, 0) << traced.stderr_data;
+  EXPECT_EQ(traced.stdout_data, plain.stdout_data);
+  EXPECT_EQ(traced.stderr_data, "");
+  const std::vector<v1::Snapshot> snapshots = LoadAll(retain_dir.path());
+  ASSERT_EQ(snapshots.size(), 1u);
+  EXPECT_EQ(snapshots[0].header().foreign_malloc_path(), FixturePath("proc_own_malloc"));
+  EXPECT_TRUE(AllocationsOfSize(snapshots[0], 4321).empty());
+
+  options.env["RETAIN_LOG"] = "1";
+  const RunResult logged = test::Run(options);
+  EXPECT_NE(logged.stderr_data.find("retain: malloc here is the program's own ("),
+            std::string::npos)
+      << logged.stderr_data;
+}
+
 }  // namespace
 }  // namespace retain::test::proc

@@ -80,6 +80,16 @@ void CheckMallocProvider() {
   }
   if (ours) return;
   strncpy(g_foreign_malloc_path, ForeignMallocOwner(), sizeof(g_foreign_malloc_path) - 1);
+  if (strcmp(g_foreign_malloc_path, ExePath()) == 0) {
+    // The program's own (rustc links jemalloc in): no order of LD_PRELOAD
+    // changes that, and a build would get the line from every such process
+    // on its stderr. The snapshots say it (retain-diff warns), and RETAIN_LOG.
+    LogWarning(
+        "malloc here is the program's own (%s): heap allocations are not recorded (mappings "
+        "and GPU memory are)",
+        g_foreign_malloc_path);
+    return;
+  }
   LogConfigError(
       "malloc here is %s's, which the dynamic linker searches before libretain.so: heap "
       "allocations are not recorded (mappings and GPU memory are). Put libretain.so first in "
