@@ -267,16 +267,52 @@ std::string Transcript(bool preload, const std::string& mode, const std::string&
 }
 
 TEST_F(ControlOwnerTest, TheHostsCloseCallsReturnWhatTheyWouldAndTheEndpointSurvives) {
-  for (const char* mode : {"closefrom", "close_range", "close-each", "dup2-all"}) {
+  for (const char* mode : {"closefrom", "close_range", "close-each", "dup2-all", "fcntl-each"}) {
     SCOPED_TRACE(mode);
     std::string without = Transcript(false, mode, "", nullptr);
     int served_by = -1;
     std::string with = Transcript(true, mode, Path(), &served_by);
     EXPECT_EQ(with, without);
     EXPECT_GT(served_by, 0) << "the endpoint did not survive";
-    if (std::string(mode) != "dup2-all") {
+    if (std::string(mode) != "dup2-all" && std::string(mode) != "fcntl-each") {
       EXPECT_NE(without.find("closed 1 1\n"), std::string::npos) << without;
     }
+  }
+}
+
+// A real shell that takes the number the endpoint's socket sits on: bash asks
+// fcntl(F_GETFD) whether the number is free before `exec N>file`. The shim's
+// descriptors answer EBADF to the host, as without the shim, so bash takes
+// the number (the shim's socket moves) and its writes reach its file. Before,
+// bash saw the number open, kept a copy of the socket and later put it back
+// over the file: "write error: Transport endpoint is not connected", or
+// death by SIGPIPE with a TCP endpoint.
+TEST_F(ControlOwnerTest, AShellThatTakesTheEndpointsNumberWritesToItsOwnFile) {
+  struct rlimit limit;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  const rlim_t top = limit.rlim_cur < 1024 ? limit.rlim_cur : 1024;
+  ASSERT_GT(top, rlim_t{128});
+  const std::string number = std::to_string(top - 64);  // base/own_fds.h: the span's first
+  TempDir work;
+  const std::string file = work.path() + "/out.txt";
+  RunOptions options;
+  options.argv = {"/bin/bash", "-c",
+                  "exec " + number + ">" + file + "; echo hello >&" + number +
+                      "; /bin/echo from-a-child >&" + number + "; echo \"[$(cat " + file + ")]\""};
+  const RunResult plain = test::Run(options);
+  ASSERT_EQ(plain.exit_code, 0) << plain.stderr_data;
+  ASSERT_EQ(plain.stdout_data, "[hello\nfrom-a-child]\n");
+  for (const std::string& endpoint :
+       {"unix:" + Path(), "tcp:127.0.0.1:" + std::to_string(control::FreeLoopbackPort())}) {
+    SCOPED_TRACE(endpoint);
+    TempDir retain_dir;
+    options.preload = true;
+    options.env["RETAIN_DIR"] = retain_dir.path();
+    options.env["RETAIN_CONTROL"] = endpoint;
+    const RunResult traced = test::Run(options);
+    EXPECT_EQ(traced.exit_code, 0) << traced.stderr_data;
+    EXPECT_EQ(traced.stdout_data, plain.stdout_data);
+    EXPECT_EQ(traced.stderr_data, "");
   }
 }
 

@@ -14,6 +14,7 @@
 #define RETAIN_SHIM_SRC_BASE_HOOK_TABLE_H_
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #if !defined(__APPLE__)
 #include <malloc.h>
 #endif
@@ -87,6 +88,8 @@ extern "C" ssize_t __recvfrom_chk(int fd, void* buffer, size_t size, size_t buff
   X(dup3)                       \
   X(close_range)                \
   X(closefrom)                  \
+  X(fcntl)                      \
+  X(fcntl64)                    \
   X(pause)                      \
   X(sigsuspend)                 \
   X(sigtimedwait)               \

@@ -34,6 +34,12 @@ int g_owner;                   // the pid that holds them (0: none); guarded by 
 std::atomic<int> g_span{kShimFdSpan};
 
 void RawClose(int fd) { syscall(SYS_close, fd); }
+
+// The shim's own fcntl calls on its descriptors: not through the fcntl hook,
+// which answers EBADF for them to the host (hooks/fd_hooks.cc).
+int RawFcntl(int fd, int command, int argument) {
+  return static_cast<int>(syscall(SYS_fcntl, fd, command, argument));
+}
 int RawPid() { return static_cast<int>(syscall(SYS_getpid)); }
 
 // The entry's number, verified to still be the descriptor it was; marks it
@@ -79,8 +85,8 @@ int HighBase() {
 // A copy of `fd` at a free number in the shim's range (or, that full, the
 // lowest free one), close-on-exec; -1 when the table is full.
 int CopyHigh(int fd) {
-  int copy = fcntl(fd, F_DUPFD_CLOEXEC, HighBase());
-  return copy >= 0 ? copy : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  int copy = RawFcntl(fd, F_DUPFD_CLOEXEC, HighBase());
+  return copy >= 0 ? copy : RawFcntl(fd, F_DUPFD_CLOEXEC, 3);
 }
 
 // Lock held. Takes a descriptor just created (close-on-exec) into the
@@ -93,7 +99,7 @@ int Register(int fd, ShimFdPlace place = ShimFdPlace::kPreferHigh) {
     int saved = errno;
     int base = HighBase();
     if (fd < base) {
-      int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
+      int high = RawFcntl(fd, F_DUPFD_CLOEXEC, base);
       if (high >= 0) {
         RawClose(fd);
         fd = high;
@@ -129,7 +135,7 @@ int RawDup2(int old_fd, int new_fd) {
 #if defined(SYS_dup2)
   return static_cast<int>(syscall(SYS_dup2, old_fd, new_fd));
 #else
-  if (old_fd == new_fd) return fcntl(old_fd, F_GETFD) < 0 ? -1 : new_fd;
+  if (old_fd == new_fd) return RawFcntl(old_fd, F_GETFD, 0) < 0 ? -1 : new_fd;
   return static_cast<int>(syscall(SYS_dup3, old_fd, new_fd, 0));
 #endif
 }

@@ -11,8 +11,11 @@
 //    span is kShimFdSpan numbers, plus kFrontDoorFds once the front door
 //    reserved them (ReserveShimFdSpan), never more than the upper half;
 //  - keeps them out of the host's close/close_range/closefrom/dup2/dup3
-//    (hooks/fd_hooks.cc): close() of one fails with EBADF and dup2() from one
-//    too, as they would without the shim; close_range() and closefrom()
+//    and fcntl (hooks/fd_hooks.cc): close() of one fails with EBADF, and
+//    dup2() from one and fcntl() on one too, as they would without the shim
+//    (bash asks fcntl(F_GETFD) whether a number is free before `exec 960>f`,
+//    took the endpoint's socket for its own and later put it back over the
+//    user's file); close_range() and closefrom()
 //    close everything else in their range; dup2()/dup3() onto one gets the
 //    number, the shim's descriptor having moved to another first. The host's
 //    results and errno are those it would get without the shim;

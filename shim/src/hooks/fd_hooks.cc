@@ -1,10 +1,10 @@
-// fd_hooks: dup2, dup3, close_range and closefrom, so the host's calls
-// never close or replace a descriptor of the shim's (base/own_fds.h); close is
-// in hooks/socket_hooks.cc. A call that touches no number in the shim's range
-// costs one load; the host's results and errno are what they would be
-// without the shim.
+// fd_hooks: dup2, dup3, close_range, closefrom and fcntl, so the host's
+// calls never close, replace or see a descriptor of the shim's
+// (base/own_fds.h); close is in hooks/socket_hooks.cc. A call that touches no number in the shim's
+// range costs one load; the host's results and errno are what they would be without the shim.
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -54,6 +54,41 @@ RETAIN_EXPORT int dup3(int old_fd, int new_fd, int flags) {
   }
   BusyScope busy;
   return ShimFdsDup(old_fd, new_fd, flags, true);
+}
+
+// fcntl and fcntl64 (the same call on 64-bit targets; a program built with
+// _FILE_OFFSET_BITS=64 on a 32-bit one calls the second). Every command
+// takes at most one argument, an int or a pointer: read as a pointer, as
+// glibc's wrapper reads it.
+template <typename RealFcntl>
+int Fcntl(RealFcntl real, int fd, int command, void* argument) {
+  if (RETAIN_UNLIKELY(MaybeShimFd(fd)) && HookReady() && g_thread.busy == 0) {
+    BusyScope busy;
+    if (IsShimFd(fd)) {
+      errno = EBADF;  // the host's view: no such descriptor
+      return -1;
+    }
+  }
+  if (RETAIN_UNLIKELY(!RealFunctionsReady() || real == nullptr)) {
+    return static_cast<int>(syscall(SYS_fcntl, fd, command, argument));
+  }
+  return real(fd, command, argument);
+}
+
+RETAIN_EXPORT int fcntl(int fd, int command, ...) {
+  va_list arguments;
+  va_start(arguments, command);
+  void* argument = va_arg(arguments, void*);
+  va_end(arguments);
+  return Fcntl(RealFunctionsReady() ? g_real.fcntl : nullptr, fd, command, argument);
+}
+
+RETAIN_EXPORT int fcntl64(int fd, int command, ...) {
+  va_list arguments;
+  va_start(arguments, command);
+  void* argument = va_arg(arguments, void*);
+  va_end(arguments);
+  return Fcntl(RealFunctionsReady() ? g_real.fcntl64 : nullptr, fd, command, argument);
 }
 
 RETAIN_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
