@@ -209,6 +209,30 @@ TEST_F(ControlOwnerTest, AServerKeepsItsEndpointFromTheHelpersItSpawns) {
   EXPECT_TRUE(ServedBy(Path(), server.FixturePid()));
 }
 
+// A program with threads of its own is a server, not a wrapper (timeout, sh,
+// env run on one thread): it keeps its endpoint when a helper it spawns
+// asks, even before its first request. A JVM lost it to the first
+// subprocess it started (jspawnhelper, then the program that ran), and had
+// none once that ended.
+TEST_F(ControlOwnerTest, AThreadedProgramKeepsItsEndpointFromTheHelpersItSpawns) {
+  ControlOptions options;
+  options.args = {"threaded-spawn"};
+  options.env["RETAIN_LOG"] = "1";
+  ControlProcess server("unix:" + Path(), options);
+  ASSERT_TRUE(server.ready()) << server.child().Stderr();
+  ASSERT_TRUE(server.child().WaitForStdout("helper up ", 20000));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return server.child().Stderr().find("is kept by the process holding it") !=
+               std::string::npos;
+      },
+      10000))
+      << server.child().Stderr();
+  EXPECT_NE(server.child().Stderr().find("runs threads of its own"), std::string::npos)
+      << server.child().Stderr();
+  EXPECT_TRUE(ServedBy(Path(), server.FixturePid()));
+}
+
 TEST_F(ControlOwnerTest, TheListenerLivesHighAndIsCloseOnExec) {
   ControlProcess process("unix:" + Path());
   ASSERT_TRUE(process.ready());

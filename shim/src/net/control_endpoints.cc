@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "base/own_fds.h"
 #include "base/process_info.h"
+#include "base/threads.h"
 #include "net/control_request.h"
 #include "net/control_server.h"
 #include "net/control_transport.h"
@@ -338,6 +339,16 @@ void ServeHandover(Connection* c, int64_t now) {
     snprintf(message, sizeof(message),
              "pid %u serves connections of its own (%llu accepted) and keeps the endpoint\n", self,
              static_cast<unsigned long long>(accepted));
+    LogDiagnostic("control endpoint: pid %d asked for it; refused: %.100s", asker, message);
+    return ReplyMessage(c, now, 403, message);
+  }
+  if (ProgramIsThreaded()) {
+    // Wrappers (timeout, sh, env, nice) run on one thread; a program with
+    // threads of its own that spawns a helper before its first request (a
+    // JVM's ProcessBuilder) is the server.
+    snprintf(message, sizeof(message),
+             "pid %u runs threads of its own (a server, not a wrapper) and keeps the endpoint\n",
+             self);
     LogDiagnostic("control endpoint: pid %d asked for it; refused: %.100s", asker, message);
     return ReplyMessage(c, now, 403, message);
   }

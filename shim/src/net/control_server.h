@@ -49,13 +49,15 @@
 //    socket inode from /proc/net/tcp{,6} among /proc/N/fd) and lets go
 //    (closes its listener, removes the file, then answers 200) only if the
 //    asker is its descendant (the ppid chain in /proc) and it has itself
-//    never accepted a connection (net/socket_table.h's count: it is a wrapper
-//    such as timeout or sh, not a server). The asker then binds. Otherwise
-//    it answers 403, and the asker goes without an endpoint and says why in
+//    never accepted a connection (net/socket_table.h's count) and runs on
+//    one thread (base/threads.h's ProgramIsThreaded): it is a wrapper such
+//    as timeout or sh, not a server. The asker then binds. Otherwise it
+//    answers 403, and the asker goes without an endpoint and says why in
 //    RETAIN_LOG: a server keeps its endpoint when the helpers it spawns
-//    inherit LD_PRELOAD. (A server that accepts without libc's accept, Go's
-//    or io_uring's, counts as a wrapper; so does one that spawns before its
-//    first accept.);
+//    inherit LD_PRELOAD, also a threaded one (a JVM) that spawns them before
+//    its first request. (A single-threaded server that accepts without
+//    libc's accept, io_uring's, counts as a wrapper; so does one that spawns
+//    before its first accept.);
 //  - a socket nobody accepts on (a process that crashed, or exec'd: nice,
 //    env) is stale: removed and bound again. A file that is not a socket is
 //    never touched;
