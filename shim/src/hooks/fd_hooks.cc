@@ -1,7 +1,8 @@
 // fd_hooks: dup2, dup3, close_range, closefrom and fcntl, so the host's
 // calls never close, replace or see a descriptor of the shim's
-// (base/own_fds.h); close is in hooks/socket_hooks.cc. A call that touches no number in the shim's
-// range costs one load; the host's results and errno are what they would be without the shim.
+// (base/own_fds.h); close is in hooks/socket_hooks.cc. A call that touches
+// no number in the shim's range costs one load; the host's results and
+// errno are what they would be without the shim.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
