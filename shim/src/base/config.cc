@@ -378,11 +378,12 @@ void LoadConfig(Config* config) {
   config->go_signals = ReadOnOff("RETAIN_GO_SIGNALS");
   config->http_paths[0] = '\0';
   if (const char* text = getenv("RETAIN_HTTP_PATHS"); text != nullptr) {
-    if (strlen(text) >= sizeof(config->http_paths)) {
+    const size_t length = strlen(text);
+    if (length >= sizeof(config->http_paths)) {
       LogConfigError("RETAIN_HTTP_PATHS is longer than %zu bytes; every path opens a tag",
                      sizeof(config->http_paths) - 1);
     } else {
-      strcpy(config->http_paths, text);
+      memcpy(config->http_paths, text, length + 1);
     }
   }
 
