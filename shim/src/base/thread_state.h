@@ -84,6 +84,9 @@ struct ThreadState {
   uint32_t malloc_probe;
   // 1 on the shim's own threads (base/threads.h).
   uint32_t shim_thread;
+  // 1 while this thread is inside libunwind (unwind/stack_capture.cc: a
+  // fork from a handler that interrupted it must not wait for itself).
+  uint32_t in_libunwind;
   // hooks/interruptible_call.h: 1 + the number of the system call this
   // thread blocks in inside a hook, which the snapshot signal's handler may
   // end (0: none), the libc function that makes it, and whether the handler

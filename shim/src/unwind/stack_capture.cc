@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <sched.h>
+#include <time.h>
 
 #include <atomic>
 
@@ -47,9 +48,23 @@ int LibunwindBacktrace(uintptr_t* frames, int max) {
     g_in_libunwind.fetch_sub(1, std::memory_order_release);
     return -1;
   }
+  g_thread.in_libunwind = 1;
   const int count = g_unw_backtrace(reinterpret_cast<void**>(frames), max);
+  g_thread.in_libunwind = 0;
   g_in_libunwind.fetch_sub(1, std::memory_order_release);
   return count;
+}
+
+// How long a fork waits for the threads inside libunwind: they take
+// microseconds, but one may wait for what the forking thread holds (the
+// loader's lock, in a fork from a library's constructor). Past this the
+// fork goes on as it did before it waited.
+constexpr int64_t kForkWaitNs = 100 * 1000 * 1000;
+
+int64_t MonotonicNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
 }
 
 // libgcc's unwinder, for the allocations made before the constructor loads
@@ -341,7 +356,13 @@ __attribute__((noinline)) uint32_t CaptureStackId() {
 
 void UnwinderLockForFork() {
   g_forks_pending.fetch_add(1, std::memory_order_seq_cst);
-  while (g_in_libunwind.load(std::memory_order_seq_cst) != 0) sched_yield();
+  // This thread itself inside libunwind: a handler that interrupted it
+  // forks. Nothing to wait for that would ever come.
+  const int own = g_thread.in_libunwind != 0 ? 1 : 0;
+  const int64_t deadline = MonotonicNs() + kForkWaitNs;
+  while (g_in_libunwind.load(std::memory_order_seq_cst) > own && MonotonicNs() < deadline) {
+    sched_yield();
+  }
 }
 
 void UnwinderUnlockForFork() { g_forks_pending.fetch_sub(1, std::memory_order_seq_cst); }

@@ -45,7 +45,8 @@ uint32_t CaptureStackId();
 // holds when the process forks stays held in the child forever: the child's
 // first capture through libunwind then waits for it (a JVM that forks its
 // subprocesses hung so, in the child's malloc before exec). The prepare
-// handler waits until no thread is inside libunwind; until the fork is done,
+// handler waits until no other thread is inside libunwind (at most 100 ms:
+// one may wait for a lock the forking thread holds); until the fork is done,
 // a capture that would need libunwind keeps the allocating function alone
 // instead of waiting (it may hold a lock the forking thread needs).
 void UnwinderLockForFork();
