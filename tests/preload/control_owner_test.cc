@@ -187,16 +187,17 @@ TEST_F(ControlOwnerTest, OverTcpTooTheProgramUnderAWrapperServes) {
   EXPECT_EQ(StatsPid(Exchange(ConnectTcp(port), Simple("GET", "/stats"))), fixture);
 }
 
-TEST_F(ControlOwnerTest, AServerKeepsItsEndpointFromTheHelpersItSpawns) {
+// control_idle in `mode` spawns a helper (LD_PRELOAD inherited, its
+// descendant) that asks for the endpoint: it is refused for `reason`, says
+// so in its log, and the program keeps serving.
+void ExpectTheHelperIsRefused(const std::string& path, const std::string& mode,
+                              const std::string& reason) {
   ControlOptions options;
-  options.args = {"spawn"};
+  options.args = {mode};
   options.env["RETAIN_LOG"] = "1";
-  ControlProcess server("unix:" + Path(), options);
+  ControlProcess server("unix:" + path, options);
   ASSERT_TRUE(server.ready()) << server.child().Stderr();
   ASSERT_TRUE(server.child().WaitForStdout("helper up ", 20000));
-  // The helper (LD_PRELOAD inherited, the server's descendant) asks, is
-  // refused because the server accepted a connection of its own, and says
-  // so in its log.
   EXPECT_TRUE(WaitUntil(
       [&] {
         return server.child().Stderr().find("is kept by the process holding it") !=
@@ -204,9 +205,13 @@ TEST_F(ControlOwnerTest, AServerKeepsItsEndpointFromTheHelpersItSpawns) {
       },
       10000))
       << server.child().Stderr();
-  EXPECT_NE(server.child().Stderr().find("serves connections of its own"), std::string::npos)
-      << server.child().Stderr();
-  EXPECT_TRUE(ServedBy(Path(), server.FixturePid()));
+  EXPECT_NE(server.child().Stderr().find(reason), std::string::npos) << server.child().Stderr();
+  EXPECT_TRUE(ServedBy(path, server.FixturePid()));
+}
+
+// A server that accepted a connection of its own keeps its endpoint.
+TEST_F(ControlOwnerTest, AServerKeepsItsEndpointFromTheHelpersItSpawns) {
+  ExpectTheHelperIsRefused(Path(), "spawn", "serves connections of its own");
 }
 
 // A program with threads of its own is a server, not a wrapper (timeout, sh,
@@ -215,22 +220,7 @@ TEST_F(ControlOwnerTest, AServerKeepsItsEndpointFromTheHelpersItSpawns) {
 // subprocess it started (jspawnhelper, then the program that ran), and had
 // none once that ended.
 TEST_F(ControlOwnerTest, AThreadedProgramKeepsItsEndpointFromTheHelpersItSpawns) {
-  ControlOptions options;
-  options.args = {"threaded-spawn"};
-  options.env["RETAIN_LOG"] = "1";
-  ControlProcess server("unix:" + Path(), options);
-  ASSERT_TRUE(server.ready()) << server.child().Stderr();
-  ASSERT_TRUE(server.child().WaitForStdout("helper up ", 20000));
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        return server.child().Stderr().find("is kept by the process holding it") !=
-               std::string::npos;
-      },
-      10000))
-      << server.child().Stderr();
-  EXPECT_NE(server.child().Stderr().find("runs threads of its own"), std::string::npos)
-      << server.child().Stderr();
-  EXPECT_TRUE(ServedBy(Path(), server.FixturePid()));
+  ExpectTheHelperIsRefused(Path(), "threaded-spawn", "runs threads of its own");
 }
 
 TEST_F(ControlOwnerTest, TheListenerLivesHighAndIsCloseOnExec) {

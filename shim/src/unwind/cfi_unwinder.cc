@@ -892,11 +892,12 @@ __attribute__((always_inline)) inline int Unwind(const UnwindRegisters& regs, ui
         // A walk that FastWalk finished left all its frames in the memo,
         // innermost last (it ends as the memo does, or is its innermost
         // `count` when cut at the depth limit).
-        if (count > 0 && (hash->known || hash->cut_key)) {
-          hash->pending_ips = memo->ip;
-          hash->pending_count = memo->count;
-        } else {
-          for (int i = 0; i < count; ++i) frames[i] = memo->ip[memo->count - 1 - i];
+        hash->pending_ips = memo->ip;
+        hash->pending_count = memo->count;
+        if (count == 0 || !(hash->known || hash->cut_key)) {
+          CfiWritePendingFrames(*hash, frames, count);
+          hash->pending_ips = nullptr;
+          hash->pending_count = 0;
         }
       }
       return count;

@@ -94,9 +94,9 @@ bool PublishId(StackEntry* entry) {
 std::atomic<uint64_t>* Cache() { return MapOnce(g_cache, size_t{1} << kCacheBits); }
 
 uint32_t InternShared(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
-// InternStackHashed without the thread's last stack: the hash -> id cache,
-// then the table.
-uint32_t InternCached(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
+// InternStackHashed for a stack the thread's last and the hash -> id cache
+// do not hold: the table, then the cache is filled.
+uint32_t InternAndCache(const uintptr_t* frames, int depth, bool truncated, uint64_t hash);
 
 constexpr uint64_t kCacheIdMask = (uint64_t{1} << kCacheIdBits) - 1;
 
@@ -127,24 +127,14 @@ uint32_t InternStack(const uintptr_t* frames, int depth, bool truncated) {
 }
 
 uint32_t InternStackHashed(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
-  // The thread's previous stack again (a loop, a container growing): its id
-  // without the cache's line, which the program's own data has often pushed
-  // out of the CPU's caches by then. The whole 64-bit hash must match, more
-  // than the cache trusts. Measured: 120 alternating runs of the low-work
-  // workload, -7 ns per call.
-  if (hash == g_thread.last_stack_hash && g_thread.last_stack_id != 0) {
-    return g_thread.last_stack_id;
-  }
-  const uint32_t id = InternCached(frames, depth, truncated, hash);
+  if (const uint32_t id = FindStackIdByHash(hash); id != 0) return id;
+  const uint32_t id = InternAndCache(frames, depth, truncated, hash);
   g_thread.last_stack_hash = hash;
   g_thread.last_stack_id = id;
   return id;
 }
 
-uint32_t FindStackIdByHash(uint64_t hash) {
-  if (hash == g_thread.last_stack_hash && g_thread.last_stack_id != 0) {
-    return g_thread.last_stack_id;
-  }
+uint32_t FindCachedStackId(uint64_t hash) {
   const uint32_t id = FindInSet(CacheSet(hash), hash);
   if (id != 0) {
     g_thread.last_stack_hash = hash;
@@ -164,20 +154,17 @@ uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, ui
   // hash -> id cache takes hashes only: a stack may have many keys, which
   // would crowd it. Measured on the deep workload: +36 ns per call with the
   // keys there, despite ~140 fewer instructions.)
-  if (key == g_thread.last_stack_hash && g_thread.last_stack_id != 0) {
-    return g_thread.last_stack_id;
-  }
+  if (const uint32_t id = FindStackIdByKey(key); id != 0) return id;
   const uint32_t id =
       InternStackHashed(frames, depth, truncated, StackHash(frames, depth, truncated));
-  g_thread.last_stack_hash = key;  // the id InternStackHashed left, under the key
+  NoteStackKey(key);  // the id InternStackHashed left, under the key
   return id;
 }
 
 namespace {
 
-uint32_t InternCached(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
+uint32_t InternAndCache(const uintptr_t* frames, int depth, bool truncated, uint64_t hash) {
   std::atomic<uint64_t>* set = CacheSet(hash);
-  if (const uint32_t cached = FindInSet(set, hash); cached != 0) return cached;
   const uint32_t id = InternShared(frames, depth, truncated, hash);
   if (set != nullptr && id != 0 && id < (1u << kCacheIdBits)) {
     int way = 0;

