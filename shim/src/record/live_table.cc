@@ -367,8 +367,7 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
 bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births, const Spot& spot) {
   // As packed, so counters agree.
   const uint64_t size = record.size < kMaxSize ? record.size : kMaxSize;
-  if (__builtin_expect(births_ != &births, 0))
-    __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
+  if (__builtin_expect(births_ != &births, 0)) StartUse(births);
   const uint64_t hash = spot.hash;
   Shard& shard = *spot.shard;
   SpinLockHolder hold(shard.lock);
@@ -406,7 +405,17 @@ __attribute__((always_inline)) inline void LiveTable::PrefetchIndex(const Shard&
 
 void LiveTable::Prefetch(const Spot& spot) { PrefetchIndex(*spot.shard, spot.hash); }
 
+void LiveTable::StartUse(BirthSequence& births) {
+  SpinLockHolder hold(in_use_lock_);
+  __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
+  __atomic_store_n(&in_use_, 1, __ATOMIC_RELEASE);
+}
+
 bool LiveTable::Remove(uintptr_t address) {
+  // Nothing was ever inserted: nothing to find (and no page to touch). A
+  // free of a block the program had from an insert happens after it, so
+  // that insert's mark is seen here.
+  if (!in_use()) return false;
   const uint64_t hash = Hash(address);
   Shard& shard = ShardFor(address, hash);
   // Before the lock: its locked exchange would hold the index's load back
@@ -422,6 +431,7 @@ bool LiveTable::Remove(uintptr_t address) {
 }
 
 bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
+  if (!in_use()) return false;  // as Remove
   const uint64_t hash = Hash(address);
   Shard& shard = ShardFor(address, hash);
   uint16_t time_offset;
@@ -476,8 +486,8 @@ void LiveTable::CountFreed(const LiveRecord& record) {
 }
 
 void LiveTable::UseNurseries(Nurseries* nurseries, BirthSequence& births) {
-  __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
   nurseries_ = nurseries;
+  StartUse(births);  // the rings' records move here (Adopt) without an Insert
 }
 
 bool LiveTable::Adopt(const LiveRecord& record, uint16_t time_offset) {
@@ -537,6 +547,7 @@ void LiveTable::AdoptDetached(const LiveRecord& record) {
 }
 
 size_t LiveTable::Count() {
+  if (!in_use()) return 0;
   size_t result = nurseries_ != nullptr ? nurseries_->Count() : 0;
   for (Shard& shard : shards_) {
     SpinLockHolder hold(shard.lock);
@@ -546,6 +557,7 @@ size_t LiveTable::Count() {
 }
 
 size_t LiveTable::MemoryBytes() {
+  if (!in_use()) return 0;
   size_t bytes = 0;
   for (Shard& shard : shards_) {
     SpinLockHolder hold(shard.lock);
@@ -559,12 +571,14 @@ size_t LiveTable::MemoryBytes() {
 }
 
 size_t LiveTable::CountLocked() const {
+  if (!in_use()) return 0;
   size_t result = nurseries_ != nullptr ? nurseries_->CountLocked() : 0;
   for (const Shard& shard : shards_) result += shard.count;
   return result;
 }
 
 size_t LiveTable::CopyLocked(LiveRecord* out) const {
+  if (!in_use()) return 0;
   const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE);
   size_t copied = 0;
   for (const Shard& shard : shards_) {
@@ -585,6 +599,7 @@ size_t LiveTable::CopyLocked(LiveRecord* out) const {
 }
 
 size_t LiveTable::VisitTags(void (*visit)(uint32_t tag_id, uint64_t argument), uint64_t argument) {
+  if (!in_use()) return 0;
   size_t seen = nurseries_ != nullptr ? nurseries_->VisitTags(visit, argument) : 0;
   for (Shard& shard : shards_) {
     SpinLockHolder hold(shard.lock);
@@ -612,6 +627,7 @@ void LiveTable::AddTo(const ShardCounters& shard_counters, KindCounters* counter
 }
 
 void LiveTable::SumCountersLocked(KindCounters* counters) const {
+  if (!in_use()) return;
   for (const Shard& shard : shards_) {
     for (int k = 0; k < kKindCount; ++k) AddTo(shard.counters[k], &counters[k]);
   }
@@ -619,6 +635,7 @@ void LiveTable::SumCountersLocked(KindCounters* counters) const {
 }
 
 void LiveTable::SumCounters(KindCounters* counters) {
+  if (!in_use()) return;
   // The rings first: a record moving to the table meanwhile is counted
   // twice rather than not at all.
   if (nurseries_ != nullptr) nurseries_->SumCounters(&counters[KindIndex(Kind::kHeap)]);
@@ -629,6 +646,8 @@ void LiveTable::SumCounters(KindCounters* counters) {
 }
 
 void LiveTable::LockAll() {
+  in_use_lock_.Lock();  // first: a table not in use stays so until UnlockAll
+  if (!in_use()) return;
   // The rings before the shards: a ring's lock is held while its record
   // moves to a shard.
   if (nurseries_ != nullptr) nurseries_->LockRings();
@@ -636,16 +655,26 @@ void LiveTable::LockAll() {
 }
 
 void LiveTable::UnlockAll() {
-  for (Shard& shard : shards_) shard.lock.Unlock();
-  if (nurseries_ != nullptr) nurseries_->UnlockRings();
+  if (in_use()) {
+    for (Shard& shard : shards_) shard.lock.Unlock();
+    if (nurseries_ != nullptr) nurseries_->UnlockRings();
+  }
+  in_use_lock_.Unlock();
 }
 
 void LiveTable::ResetLocksInChild() {
+  in_use_lock_.ResetInChild();
+  if (!in_use()) return;
   for (Shard& shard : shards_) shard.lock.ResetInChild();
   if (nurseries_ != nullptr) nurseries_->ResetLocksInChild();
 }
 
 void LiveTable::DiscardInChild() {
+  if (!in_use()) return;
+  // Empty again, as it was before its first insert: the child's snapshots
+  // and forks pass it by until it has one.
+  __atomic_store_n(&in_use_, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&births_, nullptr, __ATOMIC_RELAXED);
   for (Shard& shard : shards_) {
     const uint32_t chunks = (shard.used + (1u << kChunkBits) - 1) >> kChunkBits;
     for (uint32_t i = 0; i < chunks; ++i) {

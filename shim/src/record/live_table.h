@@ -121,15 +121,26 @@ class LiveTable {
   void Restore(const LiveRecord& record);
   void CountFreed(const LiveRecord& record);  // completes Take
 
+  // Whether a record was ever inserted (or the table was given nurseries).
+  // A table never in use has nothing to remove, count or copy, and the
+  // whole-table operations below leave its shards untouched: a process
+  // that never allocates GPU memory faults none of its GPU tables' pages in
+  // at a snapshot or a fork (four tables of 48 KiB, every page written by
+  // LockAll, and written again by both sides after a fork).
+  bool in_use() const { return __atomic_load_n(&in_use_, __ATOMIC_ACQUIRE) != 0; }
+
   // Every shard's lock, in order: the table cannot change until UnlockAll().
   // The snapshot writer holds them while it copies, so a snapshot is one
-  // point in time. Also used around fork().
+  // point in time. Also used around fork(). A table not in use stays so
+  // until UnlockAll (its first insert waits): a snapshot's birth generation
+  // then covers it too.
   void LockAll();
   void UnlockAll();
   void ResetLocksInChild();
   // In a fork child, after ResetLocksInChild: forgets every record and
   // counter (GPU memory is not inherited by a child), giving the memory
-  // back. No other thread may use the table meanwhile.
+  // back, and is no longer in use. No other thread may use the table
+  // meanwhile.
   void DiscardInChild();
 
   // With LockAll() held: the number of records, a copy of them into `out`
@@ -284,6 +295,14 @@ class LiveTable {
   // The time offset `record` has within its sequence's block.
   uint16_t TimeOffset(const LiveRecord& record) const;
 
+  // The first insert's work: marks the table in use (under in_use_lock_,
+  // which LockAll holds) and keeps the sequence its records are numbered by.
+  __attribute__((noinline)) void StartUse(BirthSequence& births);
+
+  // On a line of their own before the shards: read by every Remove, written
+  // only by LockAll, UnlockAll and the first insert.
+  SpinLock in_use_lock_;
+  uint32_t in_use_;  // atomic builtins
   Shard shards_[kShardCount];
   RegionGroups groups_;
   Nurseries* nurseries_;   // the heap's: see UseNurseries

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -239,6 +240,61 @@ TEST(LiveTableTest, RecordsAfterASnapshotAreNumberedAfterIt) {
   stop.store(true);
   other.join();
   EXPECT_EQ(rounds.load(), 200);
+}
+
+// A table nothing was inserted into (a GPU API the program never calls) is
+// not in use: removes find nothing, snapshots copy nothing. Its first
+// insert, made while a snapshot holds every table, waits until that
+// snapshot lets go, so it is numbered after the snapshot's generation, as
+// every record of a table in use is (the other test above).
+TEST(LiveTableTest, ATableComesIntoUseOnlyBetweenSnapshots) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  EXPECT_FALSE(table.in_use());
+  EXPECT_FALSE(table.Remove(0x1000));
+  LiveRecord taken;
+  EXPECT_FALSE(table.Take(0x1000, &taken));
+  EXPECT_EQ(table.Count(), 0u);
+  EXPECT_EQ(table.MemoryBytes(), 0u);
+
+  table.LockAll();
+  const uint64_t boundary = sequence.StartGeneration();
+  EXPECT_EQ(table.CountLocked(), 0u);
+  std::atomic<bool> inserted{false};
+  std::thread first([&] {
+    table.Insert(MakeRecord(0x2000, 64, Kind::kVulkanDevice), sequence);
+    inserted.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(inserted.load());  // waits for the snapshot
+  EXPECT_FALSE(table.in_use());
+  table.UnlockAll();
+  first.join();
+  EXPECT_TRUE(table.in_use());
+  const std::vector<LiveRecord> records = CopyAll(table);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_GE(records[0].birth_sequence, boundary);
+  EXPECT_TRUE(table.Remove(0x2000));
+  EXPECT_EQ(table.Count(), 0u);
+}
+
+// A fork child forgets a GPU table's records (DiscardInChild) and the
+// table is as it was before its first insert, until its next one.
+TEST(LiveTableTest, ADiscardedTableIsNotInUseUntilItsNextInsert) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  ASSERT_TRUE(table.Insert(MakeRecord(0x3000, 32, Kind::kVulkanDevice), sequence));
+  table.LockAll();
+  table.ResetLocksInChild();
+  table.DiscardInChild();
+  EXPECT_FALSE(table.in_use());
+  EXPECT_FALSE(table.Remove(0x3000));
+  EXPECT_TRUE(CopyAll(table).empty());
+  ASSERT_TRUE(table.Insert(MakeRecord(0x4000, 16, Kind::kVulkanDevice), sequence));
+  EXPECT_TRUE(table.in_use());
+  const std::vector<LiveRecord> records = CopyAll(table);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].address, 0x4000u);
 }
 
 }  // namespace
