@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/large_static.h"
 #include "base/real_dlsym.h"
 #include "base/spin_lock.h"
 #include "base/thread_state.h"
@@ -22,7 +23,7 @@ constexpr size_t kBootstrapSize = 256 * 1024;
 // 2.36's fopencookie takes one block of about 500 bytes (its FILE); 16 KiB
 // leaves room for a libc that takes more.
 constexpr size_t kPrivateHeapSize = 16 * 1024;
-alignas(64) char g_bootstrap[kBootstrapSize + kPrivateHeapSize];
+RETAIN_LARGE_STATIC alignas(64) char g_bootstrap[kBootstrapSize + kPrivateHeapSize];
 std::atomic<size_t> g_bootstrap_used;
 SpinLock g_resolve_lock;
 

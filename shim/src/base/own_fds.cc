@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/hook_table.h"
+#include "base/large_static.h"
 #include "base/spin_lock.h"
 
 namespace retain::shim {
@@ -29,8 +30,8 @@ struct Entry {
 };
 
 SpinLock g_lock;
-Entry g_entries[kMaxShimFds];  // guarded by g_lock
-int g_owner;                   // the pid that holds them (0: none); guarded by g_lock
+RETAIN_LARGE_STATIC Entry g_entries[kMaxShimFds];  // guarded by g_lock
+int g_owner;  // the pid that holds them (0: none); guarded by g_lock
 std::atomic<int> g_span{kShimFdSpan};
 
 void RawClose(int fd) { syscall(SYS_close, fd); }

@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include "base/files.h"
+#include "base/large_static.h"
 
 namespace retain::shim {
 namespace {
 
-char g_exe_path[4096] = "";
+RETAIN_LARGE_STATIC char g_exe_path[4096];
 const char* g_exe_base = g_exe_path;
 uint32_t g_pid;
 uint32_t g_forked_from_pid;

@@ -1,6 +1,7 @@
 // vulkan_dispatch: see gpu/vulkan_dispatch.h.
 #include "gpu/vulkan_dispatch.h"
 
+#include "base/large_static.h"
 #include "base/spin_lock.h"
 
 namespace retain::shim {
@@ -8,8 +9,8 @@ namespace {
 
 // Zero-filled static storage: free slots, an unlocked lock, no initialiser.
 SpinLock g_lock;
-VulkanInstanceEntry g_instances[kMaxVulkanInstances];
-VulkanDeviceEntry g_devices[kMaxVulkanDevices];
+RETAIN_LARGE_STATIC VulkanInstanceEntry g_instances[kMaxVulkanInstances];
+RETAIN_LARGE_STATIC VulkanDeviceEntry g_devices[kMaxVulkanDevices];
 PFN_vkGetInstanceProcAddr g_fallback_instance_proc_addr;  // atomic builtins only
 PFN_vkGetDeviceProcAddr g_fallback_device_proc_addr;
 

@@ -19,6 +19,7 @@
 #include "base/config.h"
 #include "base/files.h"
 #include "base/init_state.h"
+#include "base/large_static.h"
 #include "base/log.h"
 #include "base/process_info.h"
 #include "base/real_dlsym.h"
@@ -157,7 +158,7 @@ bool WriteManifest(const char* dir, const char* text, size_t length, char* path,
 
 // Adds `item` to list variable `name`; false when the value got too long.
 bool AddToVariable(const char* name, const char* item, char separator) {
-  static char value[8192];  // setenv copies it
+  RETAIN_LARGE_STATIC static char value[8192];  // setenv copies it
   int changed = AppendListItem(getenv(name), item, separator, value, sizeof(value));
   if (changed < 0) return false;
   if (changed > 0) setenv(name, value, 1);
@@ -222,10 +223,10 @@ void InstallVulkanLayer() {
   g_layer_active.store(true, std::memory_order_release);
   pthread_atfork(VulkanForkPrepare, VulkanForkParent, VulkanForkChild);
 
-  static char library[PATH_MAX];
-  static char dir[PATH_MAX];
-  static char path[PATH_MAX];
-  static char manifest[PATH_MAX * 2 + 1024];
+  RETAIN_LARGE_STATIC static char library[PATH_MAX];
+  RETAIN_LARGE_STATIC static char dir[PATH_MAX];
+  RETAIN_LARGE_STATIC static char path[PATH_MAX];
+  RETAIN_LARGE_STATIC static char manifest[PATH_MAX * 2 + 1024];
   if (!RealPathOfShim(library)) {
     LogConfigError("cannot find the path of libretain.so; Vulkan allocations are not recorded");
     return;

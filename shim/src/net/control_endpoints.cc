@@ -25,6 +25,7 @@
 
 #include "base/arena.h"
 #include "base/config.h"
+#include "base/large_static.h"
 #include "base/log.h"
 #include "base/own_fds.h"
 #include "base/process_info.h"
@@ -49,7 +50,7 @@ namespace {
 
 uint32_t g_marks[kMarkDepth];  // tags opened by /mark, newest last
 int g_mark_count;
-char g_body[12288];
+RETAIN_LARGE_STATIC char g_body[12288];
 
 struct Stats {
   KindCounters counters[kKindCount];

@@ -33,6 +33,7 @@
 #include "base/arena.h"
 #include "base/config.h"
 #include "base/hook_table.h"
+#include "base/large_static.h"
 #include "base/log.h"
 #include "base/own_fds.h"
 #include "base/process_info.h"
@@ -58,15 +59,15 @@ namespace control_internal {
 std::atomic<int> g_state;
 
 // Control thread only, unless said otherwise.
-Connection g_connections[kMaxConnections];
+RETAIN_LARGE_STATIC Connection g_connections[kMaxConnections];
 int g_listener = -1;  // own_fds handle
 int64_t g_relisten_after_ms;
 int64_t g_accept_pause_until_ms;
 int64_t g_snapshot_times[kMaxControlRate];  // ring: the last `rate` snapshots
 int g_snapshot_next;
 int g_snapshot_count;
-char g_scratch[4096];
-char g_io[65536];
+RETAIN_LARGE_STATIC char g_scratch[4096];
+RETAIN_LARGE_STATIC char g_io[65536];
 
 // The socket file this process bound (Unix endpoint), by device and inode:
 // removed at exit or handover only while the path still names it. Guarded

@@ -30,6 +30,7 @@
 
 #include "base/arena.h"
 #include "base/config.h"
+#include "base/large_static.h"
 #include "base/log.h"
 #include "base/own_fds.h"
 #include "base/thread_state.h"
@@ -83,7 +84,7 @@ char g_target_text[64];
 
 // The server connections' own ports, one bit each, while they are open:
 // read by host threads (IsFromFrontDoor).
-std::atomic<uint64_t> g_ports[65536 / 64];
+RETAIN_LARGE_STATIC std::atomic<uint64_t> g_ports[65536 / 64];
 
 // Relay thread only.
 Relay* g_slots[kMaxFrontDoorConnections];  // mapped on first use, reused

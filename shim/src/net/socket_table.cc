@@ -7,6 +7,7 @@
 
 #include "base/arena.h"
 #include "base/config.h"
+#include "base/large_static.h"
 #include "base/spin_lock.h"
 #include "net/front_door.h"
 #include "net/http_sniffer.h"
@@ -33,7 +34,7 @@ struct Connection {
   int pending_count;
 };
 
-std::atomic<Connection*> g_pages[kDirectorySize];
+RETAIN_LARGE_STATIC std::atomic<Connection*> g_pages[kDirectorySize];
 std::atomic<uint64_t> g_host_accepts;
 
 Connection* Find(int fd, bool create) {

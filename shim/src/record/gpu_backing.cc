@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "base/large_static.h"
 #include "base/spin_lock.h"
 #include "base/thread_state.h"
 
@@ -11,7 +12,7 @@ namespace {
 
 // constinit, zero-filled: hooks may run before this library's initialisers.
 constinit SpinLock g_lock;
-constinit GpuBacking g_links[kMaxGpuBackings];
+RETAIN_LARGE_STATIC constinit GpuBacking g_links[kMaxGpuBackings];
 constinit size_t g_count = 0;
 std::atomic<uint64_t> g_dropped;
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 
+#include "base/large_static.h"
 #include "base/spin_lock.h"
 #include "base/thread_state.h"
 
@@ -13,7 +14,7 @@ namespace {
 // Entries [0, g_count) are complete: an entry is filled under g_lock before
 // g_count is raised past it (release), and never changed again.
 constinit SpinLock g_lock;
-constinit GpuDeviceInfo g_devices[kMaxGpuDevices];
+RETAIN_LARGE_STATIC constinit GpuDeviceInfo g_devices[kMaxGpuDevices];
 constinit uint32_t g_count = 0;
 
 uint32_t PublishedCount() { return __atomic_load_n(&g_count, __ATOMIC_ACQUIRE); }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "base/large_static.h"
 #include "record/birth_sequence.h"
 #include "record/recorder.h"
 
@@ -12,7 +13,7 @@ namespace retain::shim {
 namespace {
 
 // constinit, zero-filled: see LiveTable.
-constinit LiveTable g_tables[kGpuApiCount];
+RETAIN_LARGE_STATIC constinit LiveTable g_tables[kGpuApiCount];
 std::atomic<uint64_t> g_unknown_gpu_frees;
 
 }  // namespace

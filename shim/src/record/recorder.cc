@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "base/hook_table.h"
+#include "base/large_static.h"
 #include "base/process_info.h"
 #include "base/thread_state.h"
 #include "record/gpu_backing.h"
@@ -22,9 +23,9 @@ namespace retain::shim {
 namespace {
 
 // constinit: hooks may run before any dynamic initialiser of this library.
-constinit LiveTable g_heap;
-constinit BirthSequence g_births;
-constinit Nurseries g_nurseries;
+RETAIN_LARGE_STATIC constinit LiveTable g_heap;
+RETAIN_LARGE_STATIC constinit BirthSequence g_births;
+RETAIN_LARGE_STATIC constinit Nurseries g_nurseries;
 std::atomic<uint64_t> g_unknown_frees;
 std::atomic<uint64_t> g_reentries;
 std::atomic<uint64_t> g_dropped_live_bytes;

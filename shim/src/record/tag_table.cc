@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/arena.h"
+#include "base/large_static.h"
 #include "base/process_info.h"
 #include "base/spin_lock.h"
 #include "base/thread_state.h"
@@ -46,7 +47,7 @@ std::atomic<uint64_t> g_closed;
 std::atomic<uint64_t> g_aborted;
 // The most recently opened tag that may still be open (0: none).
 std::atomic<uint32_t> g_latest_open;
-std::atomic<MidPage*> g_top[kTopEntries];
+RETAIN_LARGE_STATIC std::atomic<MidPage*> g_top[kTopEntries];
 
 std::atomic<uint64_t> g_generation;
 std::atomic<uint64_t> g_ended_since_compaction;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "base/config.h"
+#include "base/large_static.h"
 #include "base/log.h"
 #include "base/process_info.h"
 
@@ -14,7 +15,7 @@ namespace retain::shim {
 namespace {
 
 constexpr size_t kRingSize = kMaxKeep + 1;
-constinit KeptSnapshots g_kept;  // guarded by the writer's mutex
+RETAIN_LARGE_STATIC constinit KeptSnapshots g_kept;  // guarded by the writer's mutex
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "base/arena.h"
+#include "base/large_static.h"
 #include "base/thread_state.h"
 #include "unwind/eh_frame.h"
 #include "unwind/go_runtime.h"
@@ -315,7 +316,7 @@ struct MemoSlot {
 };
 constexpr uint32_t kMemoSlots = 1024;
 constexpr uint32_t kMemoProbes = 8;
-MemoSlot g_memo_slots[kMemoSlots];
+RETAIN_LARGE_STATIC MemoSlot g_memo_slots[kMemoSlots];
 
 // ThreadMemo for a thread that has not claimed its slot yet (or whose
 // stack changed).

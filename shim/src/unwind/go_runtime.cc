@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/large_static.h"
 #include "base/own_fds.h"
 
 namespace retain::shim {
@@ -25,7 +26,7 @@ using go_runtime_internal::g_module_count;
 // cmd/link's build-id note: owner "Go" (padded to 4 bytes), type 4.
 constexpr uint32_t kGoBuildIdNote = 4;
 
-GoModule g_modules[kMaxGoModules];
+RETAIN_LARGE_STATIC GoModule g_modules[kMaxGoModules];
 
 // ---- asmcgocall's code ------------------------------------------------------
 //

@@ -8,6 +8,7 @@
 
 #include <atomic>
 
+#include "base/large_static.h"
 #include "base/syscall_filter.h"
 
 namespace retain::shim {
@@ -39,7 +40,7 @@ bool KernelRead(uintptr_t address, void* out, size_t size) {
 // for good, since the runtime never frees a g. Direct-mapped; a collision
 // only costs another kernel read.
 constexpr size_t kCheckedGs = 1024;
-std::atomic<uintptr_t> g_checked_gs[kCheckedGs];
+RETAIN_LARGE_STATIC std::atomic<uintptr_t> g_checked_gs[kCheckedGs];
 
 std::atomic<uintptr_t>& CheckedSlot(uintptr_t g) {
   return g_checked_gs[((g >> 4) * 0x9e3779b97f4a7c15ull) >> 54];

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "base/arena.h"
+#include "base/large_static.h"
 #include "base/process_info.h"
 #include "base/spin_lock.h"
 #include "unwind/cfi_unwinder.h"
@@ -30,8 +31,8 @@ struct RangeTable {
 };
 
 SpinLock g_lock;
-ModuleEntry* g_modules[kMaxModules];  // guarded by g_lock
-uint32_t g_count;                     // guarded by g_lock
+RETAIN_LARGE_STATIC ModuleEntry* g_modules[kMaxModules];  // guarded by g_lock
+uint32_t g_count;                                         // guarded by g_lock
 // Replaced whole on every refresh; old tables are never freed (a reader may
 // still be looking at one, and refreshes are rare).
 std::atomic<RangeTable*> g_ranges;

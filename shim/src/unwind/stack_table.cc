@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/arena.h"
+#include "base/large_static.h"
 #include "base/spin_lock.h"
 #include "base/thread_state.h"
 #include "unwind/stack_hash.h"
@@ -28,7 +29,7 @@ constexpr int kCacheWays = 8;
 std::atomic<std::atomic<uint64_t>*> g_cache;
 constexpr uint64_t kCacheIdBits = 24;
 std::atomic<uint64_t> g_table_bytes;
-std::atomic<std::atomic<StackEntry*>*> g_directory[kDirectorySize];
+RETAIN_LARGE_STATIC std::atomic<std::atomic<StackEntry*>*> g_directory[kDirectorySize];
 
 // Set when the arena refused the bucket array or the cache: from then on
 // interning fails fast (id 0) instead of taking the setup lock every time.
