@@ -370,6 +370,7 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births, const Sp
   if (__builtin_expect(births_ != &births, 0)) StartUse(births);
   const uint64_t hash = spot.hash;
   Shard& shard = *spot.shard;
+  EnsureInUse(static_cast<int>(spot.shard - shards_));
   SpinLockHolder hold(shard.lock);
   uint16_t time_offset;
   const uint64_t sequence = births.Take(record.thread_id, record.birth_time_us, &time_offset);
@@ -411,13 +412,20 @@ void LiveTable::StartUse(BirthSequence& births) {
   __atomic_store_n(&in_use_, 1, __ATOMIC_RELEASE);
 }
 
+void LiveTable::StartShard(int index) {
+  SpinLockHolder hold(in_use_lock_);
+  __atomic_store_n(&in_use_, 1, __ATOMIC_RELEASE);
+  __atomic_fetch_or(&shards_in_use_, uint64_t{1} << index, __ATOMIC_RELEASE);
+}
+
 bool LiveTable::Remove(uintptr_t address) {
-  // Nothing was ever inserted: nothing to find (and no page to touch). A
-  // free of a block the program had from an insert happens after it, so
-  // that insert's mark is seen here.
-  if (!in_use()) return false;
   const uint64_t hash = Hash(address);
-  Shard& shard = ShardFor(address, hash);
+  const int index = ShardIndexFor(address, hash);
+  // Nothing was ever inserted there: nothing to find (and no page to
+  // touch). A free of a block the program had from an insert happens after
+  // it, so that insert's mark is seen here.
+  if (!ShardInUse(index)) return false;
+  Shard& shard = shards_[index];
   // Before the lock: its locked exchange would hold the index's load back
   // until it completes, and the index line is often not in the core's cache
   // (the block was allocated long ago).
@@ -431,9 +439,10 @@ bool LiveTable::Remove(uintptr_t address) {
 }
 
 bool LiveTable::Take(uintptr_t address, LiveRecord* out) {
-  if (!in_use()) return false;  // as Remove
   const uint64_t hash = Hash(address);
-  Shard& shard = ShardFor(address, hash);
+  const int index = ShardIndexFor(address, hash);
+  if (!ShardInUse(index)) return false;  // as Remove
+  Shard& shard = shards_[index];
   uint16_t time_offset;
   {
     SpinLockHolder hold(shard.lock);
@@ -460,8 +469,10 @@ void LiveTable::Restore(const LiveRecord& original) {
   LiveRecord record = original;
   if (record.size > kMaxSize) record.size = kMaxSize;
   const uint64_t hash = Hash(record.address);
-  Shard& shard = ShardFor(record.address, hash);
+  const int index = ShardIndexFor(record.address, hash);
+  Shard& shard = shards_[index];
   const PackedRecord packed = Pack(record, record.size, record.birth_sequence, TimeOffset(record));
+  EnsureInUse(index);  // it is, since its Take (or AdoptDetached)
   SpinLockHolder hold(shard.lock);
   ShardCounters& counters = shard.counters[CounterIndex(record.kind)];
   counters.detached_bytes -= record.size;
@@ -476,7 +487,9 @@ void LiveTable::Restore(const LiveRecord& original) {
 }
 
 void LiveTable::CountFreed(const LiveRecord& record) {
-  Shard& shard = ShardFor(record.address, Hash(record.address));
+  const int index = ShardIndexFor(record.address, Hash(record.address));
+  Shard& shard = shards_[index];
+  EnsureInUse(index);  // it is, since its Take (or AdoptDetached)
   SpinLockHolder hold(shard.lock);
   ShardCounters& counters = shard.counters[CounterIndex(record.kind)];
   counters.freed_bytes += record.size;
@@ -493,8 +506,10 @@ void LiveTable::UseNurseries(Nurseries* nurseries, BirthSequence& births) {
 bool LiveTable::Adopt(const LiveRecord& record, uint16_t time_offset) {
   const uint64_t size = record.size < kMaxSize ? record.size : kMaxSize;
   const uint64_t hash = Hash(record.address);
-  Shard& shard = ShardFor(record.address, hash);
+  const int index = ShardIndexFor(record.address, hash);
+  Shard& shard = shards_[index];
   const PackedRecord packed = Pack(record, size, record.birth_sequence, time_offset);
+  EnsureInUse(index);
   SpinLockHolder hold(shard.lock);
   ShardCounters& counters = shard.counters[CounterIndex(record.kind)];
   counters.allocated_bytes += size;
@@ -537,7 +552,9 @@ bool LiveTable::DropAdopted(ShardCounters& counters, uint64_t size) {
 
 void LiveTable::AdoptDetached(const LiveRecord& record) {
   const uint64_t size = record.size < kMaxSize ? record.size : kMaxSize;
-  Shard& shard = ShardFor(record.address, Hash(record.address));
+  const int index = ShardIndexFor(record.address, Hash(record.address));
+  Shard& shard = shards_[index];
+  EnsureInUse(index);
   SpinLockHolder hold(shard.lock);
   ShardCounters& counters = shard.counters[CounterIndex(record.kind)];
   counters.allocated_bytes += size;
@@ -549,7 +566,8 @@ void LiveTable::AdoptDetached(const LiveRecord& record) {
 size_t LiveTable::Count() {
   if (!in_use()) return 0;
   size_t result = nurseries_ != nullptr ? nurseries_->Count() : 0;
-  for (Shard& shard : shards_) {
+  for (uint64_t mask = ShardsInUse(); mask != 0;) {
+    Shard& shard = shards_[TakeShard(mask)];
     SpinLockHolder hold(shard.lock);
     result += shard.count;
   }
@@ -559,7 +577,8 @@ size_t LiveTable::Count() {
 size_t LiveTable::MemoryBytes() {
   if (!in_use()) return 0;
   size_t bytes = 0;
-  for (Shard& shard : shards_) {
+  for (uint64_t mask = ShardsInUse(); mask != 0;) {
+    Shard& shard = shards_[TakeShard(mask)];
     SpinLockHolder hold(shard.lock);
     const size_t chunks = (shard.used + (1u << kChunkBits) - 1) >> kChunkBits;
     bytes += chunks * (sizeof(PackedRecord) << kChunkBits) +
@@ -573,7 +592,7 @@ size_t LiveTable::MemoryBytes() {
 size_t LiveTable::CountLocked() const {
   if (!in_use()) return 0;
   size_t result = nurseries_ != nullptr ? nurseries_->CountLocked() : 0;
-  for (const Shard& shard : shards_) result += shard.count;
+  for (uint64_t mask = ShardsInUse(); mask != 0;) result += shards_[TakeShard(mask)].count;
   return result;
 }
 
@@ -581,7 +600,8 @@ size_t LiveTable::CopyLocked(LiveRecord* out) const {
   if (!in_use()) return 0;
   const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE);
   size_t copied = 0;
-  for (const Shard& shard : shards_) {
+  for (uint64_t mask = ShardsInUse(); mask != 0;) {
+    const Shard& shard = shards_[TakeShard(mask)];
     for (uint32_t i = 0; i < shard.used; ++i) {
       const PackedRecord& record = RecordAt(shard, i);
       if (record.address == 0) continue;
@@ -601,7 +621,8 @@ size_t LiveTable::CopyLocked(LiveRecord* out) const {
 size_t LiveTable::VisitTags(void (*visit)(uint32_t tag_id, uint64_t argument), uint64_t argument) {
   if (!in_use()) return 0;
   size_t seen = nurseries_ != nullptr ? nurseries_->VisitTags(visit, argument) : 0;
-  for (Shard& shard : shards_) {
+  for (uint64_t mask = ShardsInUse(); mask != 0;) {
+    Shard& shard = shards_[TakeShard(mask)];
     SpinLockHolder hold(shard.lock);
     for (uint32_t i = 0; i < shard.used; ++i) {
       const PackedRecord& record = RecordAt(shard, i);
@@ -628,7 +649,8 @@ void LiveTable::AddTo(const ShardCounters& shard_counters, KindCounters* counter
 
 void LiveTable::SumCountersLocked(KindCounters* counters) const {
   if (!in_use()) return;
-  for (const Shard& shard : shards_) {
+  for (uint64_t mask = ShardsInUse(); mask != 0;) {
+    const Shard& shard = shards_[TakeShard(mask)];
     for (int k = 0; k < kKindCount; ++k) AddTo(shard.counters[k], &counters[k]);
   }
   if (nurseries_ != nullptr) nurseries_->SumCountersLocked(&counters[KindIndex(Kind::kHeap)]);
@@ -639,33 +661,30 @@ void LiveTable::SumCounters(KindCounters* counters) {
   // The rings first: a record moving to the table meanwhile is counted
   // twice rather than not at all.
   if (nurseries_ != nullptr) nurseries_->SumCounters(&counters[KindIndex(Kind::kHeap)]);
-  for (Shard& shard : shards_) {
+  for (uint64_t mask = ShardsInUse(); mask != 0;) {
+    Shard& shard = shards_[TakeShard(mask)];
     SpinLockHolder hold(shard.lock);
     for (int k = 0; k < kKindCount; ++k) AddTo(shard.counters[k], &counters[k]);
   }
 }
 
 void LiveTable::LockAll() {
-  in_use_lock_.Lock();  // first: a table not in use stays so until UnlockAll
-  if (!in_use()) return;
-  // The rings before the shards: a ring's lock is held while its record
-  // moves to a shard.
+  // The rings first: a ring's lock is held while its record moves to a
+  // shard (Adopt), which may bring that shard into use (in_use_lock_).
   if (nurseries_ != nullptr) nurseries_->LockRings();
-  for (Shard& shard : shards_) shard.lock.Lock();
+  in_use_lock_.Lock();  // then no table or shard comes into use until UnlockAll
+  for (uint64_t mask = ShardsInUse(); mask != 0;) shards_[TakeShard(mask)].lock.Lock();
 }
 
 void LiveTable::UnlockAll() {
-  if (in_use()) {
-    for (Shard& shard : shards_) shard.lock.Unlock();
-    if (nurseries_ != nullptr) nurseries_->UnlockRings();
-  }
+  for (uint64_t mask = ShardsInUse(); mask != 0;) shards_[TakeShard(mask)].lock.Unlock();
   in_use_lock_.Unlock();
+  if (nurseries_ != nullptr) nurseries_->UnlockRings();
 }
 
 void LiveTable::ResetLocksInChild() {
+  for (uint64_t mask = ShardsInUse(); mask != 0;) shards_[TakeShard(mask)].lock.ResetInChild();
   in_use_lock_.ResetInChild();
-  if (!in_use()) return;
-  for (Shard& shard : shards_) shard.lock.ResetInChild();
   if (nurseries_ != nullptr) nurseries_->ResetLocksInChild();
 }
 
@@ -673,9 +692,12 @@ void LiveTable::DiscardInChild() {
   if (!in_use()) return;
   // Empty again, as it was before its first insert: the child's snapshots
   // and forks pass it by until it has one.
+  const uint64_t in_use_mask = ShardsInUse();
   __atomic_store_n(&in_use_, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&shards_in_use_, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&births_, nullptr, __ATOMIC_RELAXED);
-  for (Shard& shard : shards_) {
+  for (uint64_t mask = in_use_mask; mask != 0;) {
+    Shard& shard = shards_[TakeShard(mask)];
     const uint32_t chunks = (shard.used + (1u << kChunkBits) - 1) >> kChunkBits;
     for (uint32_t i = 0; i < chunks; ++i) {
       UnmapPages(shard.chunks[i], sizeof(PackedRecord) << kChunkBits);

@@ -126,14 +126,17 @@ class LiveTable {
   // whole-table operations below leave its shards untouched: a process
   // that never allocates GPU memory faults none of its GPU tables' pages in
   // at a snapshot or a fork (four tables of 48 KiB, every page written by
-  // LockAll, and written again by both sides after a fork).
+  // LockAll, and written again by both sides after a fork). The same holds
+  // for each shard of a table in use: a small process's heap records are
+  // in a few of its 64 shards (one region group's), and LockAll and the
+  // fork handlers touch those only.
   bool in_use() const { return __atomic_load_n(&in_use_, __ATOMIC_ACQUIRE) != 0; }
 
   // Every shard's lock, in order: the table cannot change until UnlockAll().
   // The snapshot writer holds them while it copies, so a snapshot is one
-  // point in time. Also used around fork(). A table not in use stays so
-  // until UnlockAll (its first insert waits): a snapshot's birth generation
-  // then covers it too.
+  // point in time. Also used around fork(). A table or shard not in use
+  // stays so until UnlockAll (its first insert waits): a snapshot's birth
+  // generation then covers it too.
   void LockAll();
   void UnlockAll();
   void ResetLocksInChild();
@@ -236,9 +239,12 @@ class LiveTable {
   static_assert(kShardsPerGroup * RegionGroups::kGroups == kShardCount &&
                     (kShardsPerGroup & (kShardsPerGroup - 1)) == 0,
                 "a whole, power-of-two number of shards per region group");
+  int ShardIndexFor(uintptr_t address, uint64_t hash) {
+    return static_cast<int>(groups_.GroupOf(address) * kShardsPerGroup +
+                            (hash >> (64 - __builtin_ctz(kShardsPerGroup))));
+  }
   Shard& ShardFor(uintptr_t address, uint64_t hash) {
-    return shards_[groups_.GroupOf(address) * kShardsPerGroup +
-                   (hash >> (64 - __builtin_ctz(kShardsPerGroup)))];
+    return shards_[ShardIndexFor(address, hash)];
   }
   static PackedRecord& RecordAt(const Shard& shard, uint32_t number) {
     return shard.chunks[number >> kChunkBits][number & ((1u << kChunkBits) - 1)];
@@ -298,11 +304,30 @@ class LiveTable {
   // The first insert's work: marks the table in use (under in_use_lock_,
   // which LockAll holds) and keeps the sequence its records are numbered by.
   __attribute__((noinline)) void StartUse(BirthSequence& births);
+  // The shards that ever held a record (or were asked to), bit i for
+  // shards_[i]; read once for a walk over them.
+  static_assert(kShardCount <= 64, "one bit per shard in a word");
+  uint64_t ShardsInUse() const { return __atomic_load_n(&shards_in_use_, __ATOMIC_ACQUIRE); }
+  static int TakeShard(uint64_t& mask) {
+    const int i = __builtin_ctzll(mask);
+    mask &= mask - 1;
+    return i;
+  }
+  bool ShardInUse(int index) const { return (ShardsInUse() >> index & 1) != 0; }
+  // Before a record goes into shards_[index]: marks it (and the table) in
+  // use, under in_use_lock_ the first time.
+  void EnsureInUse(int index) {
+    if (__builtin_expect(!ShardInUse(index), 0)) StartShard(index);
+  }
+  __attribute__((noinline)) void StartShard(int index);
 
-  // On a line of their own before the shards: read by every Remove, written
-  // only by LockAll, UnlockAll and the first insert.
+  // On a line of their own before the shards: read by every insert and
+  // remove, written only by LockAll, UnlockAll and the first insert into a
+  // shard. Lock order: a nursery ring (Adopt runs under it), in_use_lock_,
+  // the shards.
   SpinLock in_use_lock_;
-  uint32_t in_use_;  // atomic builtins
+  uint32_t in_use_;         // atomic builtins
+  uint64_t shards_in_use_;  // atomic builtins
   Shard shards_[kShardCount];
   RegionGroups groups_;
   Nurseries* nurseries_;   // the heap's: see UseNurseries

@@ -278,6 +278,44 @@ TEST(LiveTableTest, ATableComesIntoUseOnlyBetweenSnapshots) {
   EXPECT_EQ(table.Count(), 0u);
 }
 
+// The same for each shard of a table in use: a small process's records are
+// in few of the 64 shards, and snapshots and forks lock only those. A
+// record for a shard that had none, inserted while a snapshot holds the
+// table, waits for it and is numbered after it.
+TEST(LiveTableTest, AShardComesIntoUseOnlyBetweenSnapshots) {
+  static LiveTable table;
+  static BirthSequence sequence;
+  ASSERT_TRUE(table.Insert(MakeRecord(0x1000, 8), sequence));  // region 0: the first group
+  table.LockAll();
+  const uint64_t boundary = sequence.StartGeneration();
+  std::atomic<bool> inserted{false};
+  // Another 64 MiB region: the next region group, whose shards hold nothing.
+  const uintptr_t elsewhere = uintptr_t{1} << 32;
+  std::thread other([&] {
+    table.Insert(MakeRecord(elsewhere, 16), sequence);
+    inserted.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(inserted.load());  // waits for the snapshot
+  EXPECT_EQ(table.CountLocked(), 1u);
+  table.UnlockAll();
+  other.join();
+  const std::vector<LiveRecord> records = CopyAll(table);
+  ASSERT_EQ(records.size(), 2u);
+  for (const LiveRecord& record : records) {
+    if (record.address == elsewhere) {
+      EXPECT_GE(record.birth_sequence, boundary);
+    } else {
+      EXPECT_LT(record.birth_sequence, boundary);
+    }
+  }
+  EXPECT_TRUE(table.Remove(elsewhere));
+  EXPECT_FALSE(table.Remove(elsewhere + (uintptr_t{1} << 30)));  // a third region: no shard
+  KindCounters counters = HeapCounters(table);
+  EXPECT_EQ(counters.live_count, 1u);
+  EXPECT_EQ(counters.live_bytes, 8u);
+}
+
 // A fork child forgets a GPU table's records (DiscardInChild) and the
 // table is as it was before its first insert, until its next one.
 TEST(LiveTableTest, ADiscardedTableIsNotInUseUntilItsNextInsert) {

@@ -279,6 +279,33 @@ TEST(NurseryTest, RecordsAfterASnapshotAreNumberedAfterIt) {
   other.join();
 }
 
+// A ring's record moving to the table runs under the ring's lock, and may
+// be the first record of its shard, which then comes into use under the
+// table's in-use lock; a snapshot takes the rings before that lock, never
+// the other way round. Each round's records are in regions of their own, so
+// that 64 shards come into use while snapshots are taken: with the two
+// locks taken in the other order this test hangs.
+TEST(NurseryTest, RecordsMovingIntoNewShardsDoNotDeadlockWithSnapshots) {
+  for (int round = 0; round < 20; ++round) {
+    auto* heap = new Heap();  // zeroed, as static storage would be
+    heap->Start();
+    std::atomic<bool> done{false};
+    std::thread allocator([&] {
+      for (uintptr_t i = 1; i <= 2000; ++i) heap->Allocate(i << RegionGroups::kRegionShift, 8);
+      done.store(true);
+    });
+    size_t snapshots = 0;
+    while (!done.load()) {
+      heap->table.LockAll();
+      snapshots += heap->table.CountLocked() > 0 ? 1 : 0;
+      heap->table.UnlockAll();
+    }
+    allocator.join();
+    EXPECT_EQ(heap->Copy().size(), 2000u) << round;
+    EXPECT_EQ(heap->Counters().live_count, 2000u);
+  }
+}
+
 // Producers hand young blocks to consumers, which free them while the
 // producers' rings keep moving older records to the table: every free finds
 // its record exactly once, wherever it is at that moment.
