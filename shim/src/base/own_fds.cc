@@ -12,6 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <span>
+
 #include "base/hook_table.h"
 #include "base/large_static.h"
 #include "base/spin_lock.h"
@@ -31,6 +33,13 @@ struct Entry {
 
 SpinLock g_lock;
 RETAIN_LARGE_STATIC Entry g_entries[kMaxShimFds];  // guarded by g_lock
+// Entries [0, g_entries_end) were ever used (Register takes the lowest
+// free one): the scans stop there, so that a process touches only the
+// table's pages it needs (a fork child writes none of the others).
+int g_entries_end;  // guarded by g_lock
+
+// Lock held.
+std::span<Entry> UsedEntries() { return {g_entries, static_cast<size_t>(g_entries_end)}; }
 int g_owner;  // the pid that holds them (0: none); guarded by g_lock
 std::atomic<int> g_span{kShimFdSpan};
 
@@ -57,7 +66,7 @@ int Current(Entry& entry) {
 // Lock held.
 void UpdateFloor() {
   int floor = INT_MAX;
-  for (const Entry& entry : g_entries) {
+  for (const Entry& entry : UsedEntries()) {
     if (entry.used && entry.fd >= 0 && entry.fd < floor) floor = entry.fd;
   }
   g_shim_fd_floor.store(floor, std::memory_order_relaxed);
@@ -67,7 +76,7 @@ void UpdateFloor() {
 // vfork child, whose descriptor table is its own.
 Entry* FindOwn(int fd) {
   if (fd < 0 || g_owner != RawPid()) return nullptr;
-  for (Entry& entry : g_entries) {
+  for (Entry& entry : UsedEntries()) {
     if (entry.used && entry.fd == fd) return Current(entry) >= 0 ? &entry : nullptr;
   }
   return nullptr;
@@ -118,6 +127,7 @@ int Register(int fd, ShimFdPlace place = ShimFdPlace::kPreferHigh) {
       return -1;
     }
     entry = Entry{true, fd, st.st_dev, st.st_ino};
+    if (handle >= g_entries_end) g_entries_end = handle + 1;
     g_owner = RawPid();
     UpdateFloor();
     errno = saved;
@@ -161,7 +171,7 @@ int ClosePiece(unsigned first, unsigned last) {
 int OwnInRange(unsigned first, unsigned last, int* out) {
   int count = 0;
   if (g_owner != RawPid()) return 0;
-  for (Entry& entry : g_entries) {
+  for (Entry& entry : UsedEntries()) {
     if (!entry.used || Current(entry) < 0) continue;
     auto fd = static_cast<unsigned>(entry.fd);
     if (fd < first || fd > last) continue;
@@ -339,10 +349,11 @@ void ShimFdsUnlockForFork() { g_lock.Unlock(); }
 void ShimFdsResetInChild() {
   g_lock.ResetInChild();
   int saved = errno;
-  for (Entry& entry : g_entries) {
+  for (Entry& entry : UsedEntries()) {
     if (entry.used && Current(entry) >= 0) RawClose(entry.fd);
     entry = Entry{};
   }
+  g_entries_end = 0;
   g_owner = 0;
   UpdateFloor();
   errno = saved;

@@ -60,6 +60,10 @@ std::atomic<int> g_state;
 
 // Control thread only, unless said otherwise.
 RETAIN_LARGE_STATIC Connection g_connections[kMaxConnections];
+// Whether the control thread ever ran (and used g_connections): a fork
+// child resets them only then, so that one of a process without an
+// endpoint writes none of their 130 KiB.
+bool g_connections_used;
 int g_listener = -1;  // own_fds handle
 int64_t g_relisten_after_ms;
 int64_t g_accept_pause_until_ms;
@@ -917,6 +921,7 @@ void StartControlServer() {
     g_state.store(kServing);
   }
   int fd = g_listener >= 0 ? ShimFdNumber(g_listener) : -1;  // before the thread owns it
+  g_connections_used = true;
   int error = StartShimThread("retain-ctl", ControlThreadMain);
   if (error != 0) {
     LogWarning("control endpoint: cannot start its thread: %s", strerror(error));
@@ -947,6 +952,7 @@ void ControlServerResetInChild() {
   g_path_owned = false;
   g_state.store(kNone);
   g_listener = -1;
+  if (!g_connections_used) return;
   for (Connection& c : g_connections) {
     c.phase = Phase::kFree;
     c.handle = -1;

@@ -736,6 +736,9 @@ void FrontDoorResetInChild() {
     if (g_slots[slot] != nullptr) g_slots[slot]->phase = RelayPhase::kFree;
     g_due[slot] = false;
   }
+  // Written only by a front door (8 KiB): a child of a process without one
+  // writes none of it.
+  if (!GetConfig().front_door) return;
   for (std::atomic<uint64_t>& word : g_ports) word.store(0, std::memory_order_relaxed);
 }
 
