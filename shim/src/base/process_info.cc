@@ -16,6 +16,10 @@ RETAIN_LARGE_STATIC char g_exe_path[4096];
 const char* g_exe_base = g_exe_path;
 uint32_t g_pid;
 uint32_t g_forked_from_pid;
+// 0 until read: at the first snapshot (ProcessStartTicks), not at start and
+// in every fork child (/proc/self/stat is ~130 us here, and a process that
+// writes no snapshot, a wrapper that execs or a short fork child, never
+// needs it). Atomic builtins.
 uint64_t g_start_ticks;
 uint64_t g_start_unix_ns;
 uint64_t g_start_coarse_ns;
@@ -47,7 +51,7 @@ uint64_t ReadStartTicks() {
 
 void ReadIdentity() {
   g_pid = static_cast<uint32_t>(getpid());
-  g_start_ticks = ReadStartTicks();
+  __atomic_store_n(&g_start_ticks, 0, __ATOMIC_RELAXED);
 }
 
 }  // namespace
@@ -74,7 +78,14 @@ const char* ExePath() { return g_exe_path; }
 const char* ExeBaseName() { return *g_exe_base != '\0' ? g_exe_base : "unknown"; }
 uint32_t Pid() { return g_pid; }
 uint32_t ForkedFromPid() { return g_forked_from_pid; }
-uint64_t ProcessStartTicks() { return g_start_ticks; }
+uint64_t ProcessStartTicks() {
+  uint64_t ticks = __atomic_load_n(&g_start_ticks, __ATOMIC_RELAXED);
+  if (ticks == 0) {
+    ticks = ReadStartTicks();  // the same for every reader: no lock needed
+    __atomic_store_n(&g_start_ticks, ticks, __ATOMIC_RELAXED);
+  }
+  return ticks;
+}
 uint64_t ShimStartUnixNs() { return g_start_unix_ns; }
 
 uint64_t MicrosSinceStart() { return (ClockNs(CLOCK_MONOTONIC_COARSE) - g_start_coarse_ns) / 1000; }

@@ -11,15 +11,17 @@
 
 namespace retain::shim {
 
-// Reads /proc/self/exe, the pid and start time, and starts the clocks.
+// Reads /proc/self/exe and the pid, and starts the clocks.
 void InitProcessInfo();
-// In a fork child: new pid and start time; remembers the parent's pid.
+// In a fork child: new pid (and start time); remembers the parent's pid.
 void ResetProcessInfoInChild();
 
 const char* ExePath();      // real path of the executable
 const char* ExeBaseName();  // its last component
 uint32_t Pid();
 uint32_t ForkedFromPid();  // 0 unless this process was forked from a traced one
+// The process's start time (field 22 of /proc/self/stat), read on first
+// use; 0 when it cannot be read. Not async-signal-safe (ReadSmallFile).
 uint64_t ProcessStartTicks();
 uint64_t ShimStartUnixNs();
 

@@ -223,25 +223,30 @@ void InstallVulkanLayer() {
   g_layer_active.store(true, std::memory_order_release);
   pthread_atfork(VulkanForkPrepare, VulkanForkParent, VulkanForkChild);
 
-  RETAIN_LARGE_STATIC static char library[PATH_MAX];
-  RETAIN_LARGE_STATIC static char dir[PATH_MAX];
-  RETAIN_LARGE_STATIC static char path[PATH_MAX];
-  RETAIN_LARGE_STATIC static char manifest[PATH_MAX * 2 + 1024];
-  if (!RealPathOfShim(library)) {
+  // The four strings one after the other in one buffer, each as long as it
+  // is: ~1 KiB of it is written, one page of memory rather than one per
+  // string (a short-lived process pays for each page it touches).
+  constexpr size_t kManifestSize = PATH_MAX * 2 + 1024;
+  RETAIN_LARGE_STATIC static char storage[PATH_MAX + kManifestSize + PATH_MAX * 2];
+  char* const library = storage;
+  if (!RealPathOfShim(library)) {  // needs PATH_MAX
     LogConfigError("cannot find the path of libretain.so; Vulkan allocations are not recorded");
     return;
   }
-  size_t length = FormatVulkanManifest(library, manifest, sizeof(manifest));
+  char* const manifest = library + strlen(library) + 1;
+  size_t length = FormatVulkanManifest(library, manifest, kManifestSize);
   const char* why = nullptr;
   if (length == 0) {
     LogConfigError("the path of libretain.so is too long for a Vulkan layer manifest");
     return;
   }
-  if (!PrepareManifestDir(library, dir, sizeof(dir), &why)) {
+  char* const dir = manifest + length + 1;
+  if (!PrepareManifestDir(library, dir, PATH_MAX, &why)) {
     LogConfigError("Vulkan layer directory %s %s; Vulkan allocations are not recorded", dir, why);
     return;
   }
-  if (!WriteManifest(dir, manifest, length, path, sizeof(path))) {
+  char* const path = dir + strlen(dir) + 1;
+  if (!WriteManifest(dir, manifest, length, path, PATH_MAX)) {
     LogConfigError(
         "cannot write the Vulkan layer manifest in %s (%s); Vulkan allocations are not"
         " recorded",
