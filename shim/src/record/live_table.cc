@@ -23,7 +23,6 @@ constexpr uint32_t kNumberMask = (1u << kDistanceShift) - 1;
 constexpr uint32_t kDistanceMask = 0xfu << kDistanceShift;
 constexpr uint32_t kFar = 15;
 constexpr uint32_t kTagShift = 28;
-constexpr uint32_t kTagMask = 0xfu << kTagShift;
 constexpr uint64_t kMaxSize = (uint64_t{1} << 40) - 1;
 
 uint32_t SlotTag(uint64_t hash) { return (static_cast<uint32_t>(hash >> 40) & 0xfu) << kTagShift; }
