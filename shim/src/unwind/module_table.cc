@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <cstddef>
 
 #include "base/arena.h"
 #include "base/large_static.h"
@@ -39,6 +40,33 @@ std::atomic<RangeTable*> g_ranges;
 std::atomic<uintptr_t> g_shim_begin;
 std::atomic<uintptr_t> g_shim_end;
 std::atomic<uint64_t> g_last_refresh_us;
+
+// The loader's counts of objects loaded and unloaded (dl_phdr_info's
+// dlpi_adds and dlpi_subs) when the last refresh began: equal counts mean
+// the same objects, and the refresh has nothing to do. A snapshot refreshes
+// first, and a refresh costs ~0.1 ms (its scratch pages, the ranges table
+// made again): most snapshots of most programs find nothing new.
+struct LoaderCounts {
+  bool known;
+  unsigned long long adds;
+  unsigned long long subs;
+  bool operator==(const LoaderCounts&) const = default;
+};
+LoaderCounts g_refreshed_counts;  // guarded by g_lock; known is false before the first
+
+LoaderCounts ReadLoaderCounts() {
+  LoaderCounts counts{};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t size, void* data) {
+        // Both exist from glibc 2.4 on; `size` says whether they are there.
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+          *static_cast<LoaderCounts*>(data) = {true, info->dlpi_adds, info->dlpi_subs};
+        }
+        return 1;  // the first object is enough: the counts are global
+      },
+      &counts);
+  return counts;
+}
 
 // Runtimes Debian builds without frame pointers: a frame-pointer walk cannot
 // pass through their frames.
@@ -187,6 +215,13 @@ void PublishRanges(const RefreshState& state) {
 
 // Requires g_lock.
 void RefreshLocked() {
+  // Read before the objects are: one loaded in between makes the next
+  // refresh see a change, never the reverse.
+  const LoaderCounts counts = ReadLoaderCounts();
+  if (counts.known && counts == g_refreshed_counts) {
+    g_last_refresh_us.store(MicrosSinceStart(), std::memory_order_relaxed);
+    return;
+  }
   // The refresh state is large; it lives in scratch pages, not on the stack.
   auto* state = static_cast<RefreshState*>(MapScratchPages(sizeof(RefreshState)));
   if (state == nullptr) return;
@@ -208,6 +243,9 @@ void RefreshLocked() {
   // Rules cached for its code before (the fallback) give way to Go's.
   if (registered) CfiForgetRules();
   UnmapScratchPages(state, sizeof(RefreshState));
+  // Once the shim's memory ran short a module may have been skipped: every
+  // refresh then reads them all again, as before the counts were kept.
+  g_refreshed_counts = ArenaExhausted() ? LoaderCounts{} : counts;
   g_last_refresh_us.store(MicrosSinceStart(), std::memory_order_relaxed);
 }
 
