@@ -366,7 +366,8 @@ bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births) {
 bool LiveTable::Insert(const LiveRecord& record, BirthSequence& births, const Spot& spot) {
   // As packed, so counters agree.
   const uint64_t size = record.size < kMaxSize ? record.size : kMaxSize;
-  if (__builtin_expect(births_ != &births, 0)) StartUse(births);
+  if (__builtin_expect(births_ != &births, 0))
+    __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
   const uint64_t hash = spot.hash;
   Shard& shard = *spot.shard;
   EnsureInUse(static_cast<int>(spot.shard - shards_));
@@ -405,15 +406,8 @@ __attribute__((always_inline)) inline void LiveTable::PrefetchIndex(const Shard&
 
 void LiveTable::Prefetch(const Spot& spot) { PrefetchIndex(*spot.shard, spot.hash); }
 
-void LiveTable::StartUse(BirthSequence& births) {
-  SpinLockHolder hold(in_use_lock_);
-  __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
-  __atomic_store_n(&in_use_, 1, __ATOMIC_RELEASE);
-}
-
 void LiveTable::StartShard(int index) {
   SpinLockHolder hold(in_use_lock_);
-  __atomic_store_n(&in_use_, 1, __ATOMIC_RELEASE);
   __atomic_fetch_or(&shards_in_use_, uint64_t{1} << index, __ATOMIC_RELEASE);
 }
 
@@ -498,8 +492,8 @@ void LiveTable::CountFreed(const LiveRecord& record) {
 }
 
 void LiveTable::UseNurseries(Nurseries* nurseries, BirthSequence& births) {
+  __atomic_store_n(&births_, &births, __ATOMIC_RELEASE);
   nurseries_ = nurseries;
-  StartUse(births);  // the rings' records move here (Adopt) without an Insert
 }
 
 bool LiveTable::Adopt(const LiveRecord& record, uint16_t time_offset) {
@@ -563,7 +557,6 @@ void LiveTable::AdoptDetached(const LiveRecord& record) {
 }
 
 size_t LiveTable::Count() {
-  if (!in_use()) return 0;
   size_t result = nurseries_ != nullptr ? nurseries_->Count() : 0;
   for (uint64_t mask = ShardsInUse(); mask != 0;) {
     Shard& shard = shards_[TakeShard(mask)];
@@ -574,7 +567,6 @@ size_t LiveTable::Count() {
 }
 
 size_t LiveTable::MemoryBytes() {
-  if (!in_use()) return 0;
   size_t bytes = 0;
   for (uint64_t mask = ShardsInUse(); mask != 0;) {
     Shard& shard = shards_[TakeShard(mask)];
@@ -589,14 +581,12 @@ size_t LiveTable::MemoryBytes() {
 }
 
 size_t LiveTable::CountLocked() const {
-  if (!in_use()) return 0;
   size_t result = nurseries_ != nullptr ? nurseries_->CountLocked() : 0;
   for (uint64_t mask = ShardsInUse(); mask != 0;) result += shards_[TakeShard(mask)].count;
   return result;
 }
 
 size_t LiveTable::CopyLocked(LiveRecord* out) const {
-  if (!in_use()) return 0;
   const BirthSequence* births = __atomic_load_n(&births_, __ATOMIC_ACQUIRE);
   size_t copied = 0;
   for (uint64_t mask = ShardsInUse(); mask != 0;) {
@@ -618,7 +608,6 @@ size_t LiveTable::CopyLocked(LiveRecord* out) const {
 }
 
 size_t LiveTable::VisitTags(void (*visit)(uint32_t tag_id, uint64_t argument), uint64_t argument) {
-  if (!in_use()) return 0;
   size_t seen = nurseries_ != nullptr ? nurseries_->VisitTags(visit, argument) : 0;
   for (uint64_t mask = ShardsInUse(); mask != 0;) {
     Shard& shard = shards_[TakeShard(mask)];
@@ -647,7 +636,6 @@ void LiveTable::AddTo(const ShardCounters& shard_counters, KindCounters* counter
 }
 
 void LiveTable::SumCountersLocked(KindCounters* counters) const {
-  if (!in_use()) return;
   for (uint64_t mask = ShardsInUse(); mask != 0;) {
     const Shard& shard = shards_[TakeShard(mask)];
     for (int k = 0; k < kKindCount; ++k) AddTo(shard.counters[k], &counters[k]);
@@ -656,7 +644,6 @@ void LiveTable::SumCountersLocked(KindCounters* counters) const {
 }
 
 void LiveTable::SumCounters(KindCounters* counters) {
-  if (!in_use()) return;
   // The rings first: a record moving to the table meanwhile is counted
   // twice rather than not at all.
   if (nurseries_ != nullptr) nurseries_->SumCounters(&counters[KindIndex(Kind::kHeap)]);
@@ -688,11 +675,9 @@ void LiveTable::ResetLocksInChild() {
 }
 
 void LiveTable::DiscardInChild() {
-  if (!in_use()) return;
   // Empty again, as it was before its first insert: the child's snapshots
   // and forks pass it by until it has one.
   const uint64_t in_use_mask = ShardsInUse();
-  __atomic_store_n(&in_use_, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&shards_in_use_, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&births_, nullptr, __ATOMIC_RELAXED);
   for (uint64_t mask = in_use_mask; mask != 0;) {

@@ -121,7 +121,8 @@ class LiveTable {
   void Restore(const LiveRecord& record);
   void CountFreed(const LiveRecord& record);  // completes Take
 
-  // Whether a record was ever inserted (or the table was given nurseries).
+  // Whether a record was ever inserted (or the table was given nurseries):
+  // whether any shard is in use.
   // A table never in use has nothing to remove, count or copy, and the
   // whole-table operations below leave its shards untouched: a process
   // that never allocates GPU memory faults none of its GPU tables' pages in
@@ -130,7 +131,7 @@ class LiveTable {
   // for each shard of a table in use: a small process's heap records are
   // in a few of its 64 shards (one region group's), and LockAll and the
   // fork handlers touch those only.
-  bool in_use() const { return __atomic_load_n(&in_use_, __ATOMIC_ACQUIRE) != 0; }
+  bool in_use() const { return nurseries_ != nullptr || ShardsInUse() != 0; }
 
   // Every shard's lock, in order: the table cannot change until UnlockAll().
   // The snapshot writer holds them while it copies, so a snapshot is one
@@ -301,9 +302,6 @@ class LiveTable {
   // The time offset `record` has within its sequence's block.
   uint16_t TimeOffset(const LiveRecord& record) const;
 
-  // The first insert's work: marks the table in use (under in_use_lock_,
-  // which LockAll holds) and keeps the sequence its records are numbered by.
-  __attribute__((noinline)) void StartUse(BirthSequence& births);
   // The shards that ever held a record (or were asked to), bit i for
   // shards_[i]; read once for a walk over them.
   static_assert(kShardCount <= 64, "one bit per shard in a word");
@@ -314,8 +312,8 @@ class LiveTable {
     return i;
   }
   bool ShardInUse(int index) const { return (ShardsInUse() >> index & 1) != 0; }
-  // Before a record goes into shards_[index]: marks it (and the table) in
-  // use, under in_use_lock_ the first time.
+  // Before a record goes into shards_[index]: marks it in use, under
+  // in_use_lock_ the first time.
   void EnsureInUse(int index) {
     if (__builtin_expect(!ShardInUse(index), 0)) StartShard(index);
   }
@@ -326,7 +324,6 @@ class LiveTable {
   // shard. Lock order: a nursery ring (Adopt runs under it), in_use_lock_,
   // the shards.
   SpinLock in_use_lock_;
-  uint32_t in_use_;         // atomic builtins
   uint64_t shards_in_use_;  // atomic builtins
   Shard shards_[kShardCount];
   RegionGroups groups_;
